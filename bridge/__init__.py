@@ -1,0 +1,3 @@
+"""membridge's application layer: configuration, wiring, the agent loop and the CLI."""
+
+from __future__ import annotations

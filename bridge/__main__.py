@@ -1,0 +1,9 @@
+"""``python -m bridge`` is the ``membridge`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

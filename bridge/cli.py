@@ -1,0 +1,215 @@
+"""The ``membridge`` command line (also ``python -m bridge``).
+
+Every command prints its result on stdout (one JSON document with ``--json``); errors go to stderr
+with a non-zero exit status: 2 for a bad command line or configuration, 1 for a failure at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memory import MemoryPathError, ScopeError, SyncReport
+from memory.locks import WorkspaceLockTimeout
+
+from .app import Services
+from .config import ConfigError, load_config
+
+log = logging.getLogger("membridge")
+
+
+class CommandError(RuntimeError):
+    """A failure the user can act on; the message says what and how."""
+
+
+Handler = Callable[[Services, argparse.Namespace], int]
+
+
+def _scope(services: Services, args: argparse.Namespace, *, must_exist: bool) -> str:
+    scope = args.scope or services.terminal_scope()
+    services.workspace.scope_dir(scope)  # validates the name
+    if must_exist and scope not in services.workspace.list_scopes():
+        known = ", ".join(services.workspace.list_scopes()) or "none yet"
+        raise CommandError(f"unknown scope {scope!r} (known scopes: {known})")
+    return scope
+
+
+def _require_workspace(services: Services) -> None:
+    root = services.workspace.root
+    if not root.is_dir():
+        raise CommandError(
+            f"workspace {root} does not exist; check `workspace` in your config or create it with "
+            "`membridge memory add` or `membridge chat`"
+        )
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+# ------------------------------------------------------------------- memory
+def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
+    scope = _scope(services, args, must_exist=True) if args.scope else None
+    report = _sync_with_progress(services, scope)
+    if args.json:
+        _print_json({**report.__dict__, "ok": report.ok})
+    else:
+        print(
+            f"synced {report.files_scanned} files: {report.files_changed} changed, {report.files_removed} removed, "
+            f"{report.chunks_written} chunks written, {report.embed_calls} embedding calls ({report.seconds:.2f}s)"
+        )
+    if not report.ok:
+        raise CommandError(report.error or "sync failed")
+    return 0
+
+
+def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
+    if not sys.stderr.isatty():
+        return services.memory.sync(scope)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task({"scan": "scanning", "embed": "embedding", "write": "writing"}[stage],
+                                            total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        return services.memory.sync(scope, progress=progress)
+
+
+def cmd_memory_search(services: Services, args: argparse.Namespace) -> int:
+    _require_workspace(services)
+    scope = _scope(services, args, must_exist=True)
+    results = services.memory.search(args.query, scope, limit=args.limit)
+    if args.json:
+        _print_json([r.to_dict() for r in results])
+        return 0
+    if not results:
+        print(f"no memory matches {args.query!r} in scope {scope}")
+    for r in results:
+        print(f"{r.score:.3f}  {r.path}:{r.start_line}-{r.end_line}  [{r.source}]")
+        for line in r.text.splitlines()[:6]:
+            print(f"    {line}")
+    return 0
+
+
+def cmd_memory_get(services: Services, args: argparse.Namespace) -> int:
+    _require_workspace(services)
+    scope = _scope(services, args, must_exist=not args.path.startswith("knowledge/"))
+    text = services.memory.read_lines(scope, args.path, args.start, args.lines)
+    if args.json:
+        _print_json({"path": args.path, "scope": scope, "start_line": args.start, "text": text})
+    else:
+        print(text)
+    return 0
+
+
+def cmd_memory_add(services: Services, args: argparse.Namespace) -> int:
+    text = " ".join(args.text).strip()
+    if not text:
+        raise CommandError("nothing to add: give the text to remember")
+    scope = _scope(services, args, must_exist=False)
+    path = services.memory.append_daily(scope, text if text.startswith("- ") else f"- {text}")
+    relative = path.relative_to(services.workspace.scope_dir(scope)).as_posix()
+    if args.json:
+        _print_json({"scope": scope, "path": relative})
+    else:
+        print(f"added to {relative} (scope {scope})")
+    return 0
+
+
+# ------------------------------------------------------------------- doctor
+def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
+    from .doctor import run_checks
+
+    checks = run_checks(services)
+    if args.json:
+        _print_json([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks])
+    else:
+        for check in checks:
+            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
+# ------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="membridge", description="A chat-bot bridge with a long memory.")
+    parser.add_argument("--config", help="config file (default: $MEMBRIDGE_CONFIG, else ./config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    memory = commands.add_parser("memory", help="search and maintain memory").add_subparsers(
+        dest="memory_command", required=True, metavar="SUBCOMMAND")
+
+    def add(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str, *, scope: bool = True,
+            json_flag: bool = True) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(handler=handler)
+        if scope:
+            command.add_argument("--scope", help="whose memory (default: this terminal's user)")
+        if json_flag:
+            command.add_argument("--json", action="store_true", help="print one JSON document")
+        return command
+
+    add(memory, "sync", cmd_memory_sync, "index changed memory and knowledge files")
+    search = add(memory, "search", cmd_memory_search, "hybrid search over a scope's memory and knowledge")
+    search.add_argument("query")
+    search.add_argument("--limit", type=_positive, default=None, help="most results (default: memory.max_results)")
+    get = add(memory, "get", cmd_memory_get, "print lines of a memory file")
+    get.add_argument("path", help="MEMORY.md, memory/YYYY-MM-DD.md or knowledge/<category>/<page>.md")
+    get.add_argument("--start", type=_positive, default=1, help="first line (1-based)")
+    get.add_argument("--lines", type=_positive, default=None, help="how many lines")
+    mem_add = add(memory, "add", cmd_memory_add, "append a note to today's daily memory")
+    mem_add.add_argument("text", nargs="+")
+
+    add(commands, "doctor", cmd_doctor, "check config, LLM, embeddings, SQLite and LanceDB", scope=False)
+    return parser
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return number
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"membridge: {exc}", file=sys.stderr)
+        return 2
+    services = Services(config)
+    try:
+        return int(args.handler(services, args))
+    except (CommandError, MemoryPathError, ScopeError, WorkspaceLockTimeout) as exc:
+        print(f"membridge: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("membridge: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        services.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

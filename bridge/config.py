@@ -1,0 +1,225 @@
+"""The application's configuration: one YAML file, validated at start-up.
+
+Every key has a default (see config.yaml at the repository root), ``${VAR}`` and ``${VAR:-default}``
+inside string values are expanded from the environment, and an unknown key or a bad value stops
+start-up with the key's path, the bad value and what is expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from memory.config import EmbeddingSettings, MemorySettings
+
+DEFAULT_CONFIG_NAME = "config.yaml"
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key and what to do."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object, info: ValidationInfo) -> object:
+        """``${VAR:-}`` with VAR unset gives "": for an optional key that means "not set"."""
+        field = cls.model_fields.get(info.field_name or "")
+        if value == "" and field is not None and field.default is None:
+            return None
+        return value
+
+
+class LLMSettings(_Strict):
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str = "gpt-4o-mini"
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stream: bool = True
+
+
+class ContextSettings(_Strict):
+    max_turns: int = Field(default=20, ge=1, le=1000)
+    max_tokens: int = Field(default=16000, ge=500)
+
+
+class ConversationSettings(_Strict):
+    max_age_days: int = Field(default=90, ge=1)
+    keep_scheduled: int = Field(default=10, ge=0)
+
+
+class AgentSettings(_Strict):
+    max_steps: int = Field(default=8, ge=1, le=50)
+    persona_file: str | None = None
+
+
+class TelegramSettings(_Strict):
+    enabled: bool = False
+    token: str | None = None
+    base_url: str = "https://api.telegram.org/bot"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_host: str = "127.0.0.1"
+    webhook_port: int = Field(default=8443, ge=1, le=65535)
+    secret_token: str | None = None
+    allowed_users: list[str | int] = Field(default_factory=list)
+
+
+class SlackSettings(_Strict):
+    enabled: bool = False
+    bot_token: str | None = None
+    app_token: str | None = None
+    signing_secret: str | None = None
+    api_url: str = "https://slack.com/api/"
+    host: str = "127.0.0.1"
+    port: int = Field(default=3000, ge=1, le=65535)
+    thread_scope: bool = False
+    progress: bool = False
+
+
+class TerminalSettings(_Strict):
+    enabled: bool = True
+    user: str | None = None
+
+
+class ChannelsSettings(_Strict):
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    terminal: TerminalSettings = Field(default_factory=TerminalSettings)
+
+
+class PluginsSettings(_Strict):
+    enabled: list[str] = Field(default_factory=lambda: ["commands"])
+    dirs: list[str] = Field(default_factory=list)
+    config: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class BridgeSettings(_Strict):
+    max_concurrent_chats: int = Field(default=64, ge=1, le=10000)
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    dedupe_window: int = Field(default=10000, ge=10)
+
+
+class ConsoleSettings(_Strict):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    token: str | None = None
+    admin_token: str | None = None
+
+
+class AppConfig(_Strict):
+    workspace: str = "./workspace"
+    admins: list[str] = Field(default_factory=list)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
+    plugins: PluginsSettings = Field(default_factory=PluginsSettings)
+    bridge: BridgeSettings = Field(default_factory=BridgeSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+
+    #: The file the config came from (None for built-in defaults); relative paths resolve from it.
+    source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("admins")
+    @classmethod
+    def _check_admins(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if ":" not in str(entry):
+                raise ValueError(f"admin {entry!r} must be '<channel>:<user id>', e.g. 'telegram:12345'")
+        return [str(entry) for entry in value]
+
+    def workspace_path(self) -> Path:
+        path = Path(os.path.expanduser(self.workspace))
+        if not path.is_absolute() and self.source is not None:
+            path = self.source.parent / path
+        return path.resolve()
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        return f"{channel}:{user_id}" in self.admins
+
+
+def _expand(value: Any, path: str) -> Any:
+    """Expand ``${VAR}`` in every string; an unset variable without a default is an error."""
+    if isinstance(value, dict):
+        return {key: _expand(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: environment variable {name} is not set (write ${{{name}:-}} to allow empty)")
+
+    return _ENV_RE.sub(replace, value)
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key (check its spelling against config.yaml)")
+        else:
+            lines.append(f"{key}: {item['msg']} (got {item.get('input')!r})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def parse_config(data: Any, source: Path | None = None) -> AppConfig:
+    """Validate already-loaded YAML data into an :class:`AppConfig`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source or 'config'}: the top level must be a mapping of keys, got {type(data).__name__}")
+    try:
+        config = AppConfig.model_validate(_expand(data, ""))
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    config.source = source
+    return config
+
+
+def find_config(explicit: str | None) -> Path | None:
+    """``--config``, else ``$MEMBRIDGE_CONFIG``, else ./config.yaml if present, else defaults."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("MEMBRIDGE_CONFIG")
+    if env:
+        return Path(env)
+    local = Path.cwd() / DEFAULT_CONFIG_NAME
+    return local if local.is_file() else None
+
+
+def load_config(explicit: str | None = None) -> AppConfig:
+    """Load and validate the configuration; raise :class:`ConfigError` with a clear message."""
+    path = find_config(explicit)
+    if path is None:
+        return parse_config({})
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist (pass --config PATH or set MEMBRIDGE_CONFIG)")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return parse_config(data, source=path.resolve())

@@ -1,0 +1,92 @@
+"""``membridge doctor``: one line per part, ok or why not, so setup problems are found in seconds."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .app import Services
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _check(name: str, probe: Callable[[], str]) -> Check:
+    try:
+        return Check(name, True, probe())
+    except Exception as exc:  # noqa: BLE001 - the doctor reports every failure as a line
+        return Check(name, False, str(exc) or type(exc).__name__)
+
+
+def _config(services: Services) -> str:
+    source = services.config.source
+    return f"loaded from {source}" if source else "built-in defaults (no config.yaml found)"
+
+
+def _sqlite() -> str:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE a USING fts5(x, tokenize='unicode61')")
+        conn.execute("CREATE VIRTUAL TABLE b USING fts5(x, tokenize='trigram')")
+    except sqlite3.OperationalError as exc:
+        raise RuntimeError(f"SQLite {sqlite3.sqlite_version} lacks FTS5 or trigram ({exc}); use Python with SQLite >= 3.34") from exc
+    finally:
+        conn.close()
+    return f"SQLite {sqlite3.sqlite_version} with FTS5 unicode61 and trigram"
+
+
+def _workspace(services: Services) -> str:
+    services.workspace.ensure()
+    ok = services.memory.storage.check_fts()
+    if not ok:
+        services.memory.storage.rebuild_fts()
+        return f"{services.workspace.root}: keyword index was damaged and has been rebuilt"
+    chunks = services.memory.storage.count_chunks()
+    return f"{services.workspace.root}: {chunks} chunks indexed, keyword index intact"
+
+
+def _lancedb() -> str:
+    import lancedb
+    import numpy as np
+
+    from memory.vectors import LanceDBBackend, VectorRow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = LanceDBBackend(Path(tmp), "doctor")
+        backend.upsert([VectorRow("a", "s", "p.md", np.ones(4, dtype=np.float32))])
+        hits = backend.search(np.ones(4, dtype=np.float32), ["s"], 1)
+    if [h[0] for h in hits] != ["a"]:
+        raise RuntimeError("LanceDB round trip returned the wrong row")
+    return f"LanceDB {lancedb.__version__} round trip ok"
+
+
+def _embeddings(services: Services) -> str:
+    embedder = services.memory.embedder
+    if embedder is None:
+        return "provider 'none': keyword search only"
+    vectors = embedder.embed(["doctor check"])
+    return f"{embedder.model_id}: {vectors.shape[1]}-dimensional vectors"
+
+
+def _llm(services: Services) -> str:
+    from .llm import probe_llm
+
+    return probe_llm(services.config.llm)
+
+
+def run_checks(services: Services) -> list[Check]:
+    return [
+        _check("config", lambda: _config(services)),
+        _check("sqlite", _sqlite),
+        _check("workspace", lambda: _workspace(services)),
+        _check("lancedb", _lancedb),
+        _check("embeddings", lambda: _embeddings(services)),
+        _check("llm", lambda: _llm(services)),
+    ]

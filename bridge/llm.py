@@ -1,0 +1,190 @@
+"""The LLM client: the official ``openai`` async client against any OpenAI-compatible base_url.
+
+Streaming answers and tool calls are assembled from their deltas here, so the agent sees one
+complete assistant message. The client's own retries (backoff that honours ``retry-after`` on 429
+and 5xx) are used; what still fails becomes an :class:`LLMError` whose message says what went wrong
+and never contains the API key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from .config import LLMSettings
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model wrote it; may be invalid
+
+    def to_message_part(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class LLMResponse:
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def to_message(self) -> Message:
+        message: Message = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_message_part() for call in self.tool_calls]
+        return message
+
+
+class LLMError(RuntimeError):
+    """The LLM could not answer. ``kind`` is one of: unreachable, auth, model, context_length,
+    rate_limit, server, bad_response."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class ContextLengthExceeded(LLMError):
+    def __init__(self, message: str) -> None:
+        super().__init__("context_length", message)
+
+
+class LLMClient(ABC):
+    """One chat completion: messages (and tool schemas) in, one assistant message out."""
+
+    @abstractmethod
+    async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> LLMResponse: ...
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+_KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]+")
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove the API key (and anything shaped like one) from a message shown to people or logs."""
+    if secret:
+        text = text.replace(secret, "***")
+    return _KEY_RE.sub(r"\1***", text)
+
+
+class OpenAIChat(LLMClient):
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or "not-set",
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> LLMResponse:
+        kwargs: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
+        if tools:
+            kwargs["tools"] = list(tools)
+        if self.settings.temperature is not None:
+            kwargs["temperature"] = self.settings.temperature
+        try:
+            if self.settings.stream:
+                return await self._streamed(kwargs)
+            response = await self._client.chat.completions.create(**kwargs)
+            return _from_completion(response)
+        except openai.APIError as exc:
+            raise self._translate(exc) from None
+        except (json.JSONDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMError("bad_response", f"the LLM server sent a response that is not valid OpenAI JSON ({type(exc).__name__})") from None
+
+    async def _streamed(self, kwargs: dict[str, Any]) -> LLMResponse:
+        stream = await self._client.chat.completions.create(stream=True, **kwargs)
+        content: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if delta is not None and delta.content:
+                content.append(delta.content)
+            for part in (delta.tool_calls or []) if delta is not None else []:
+                slot = calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+                if part.id:
+                    slot["id"] = part.id
+                if part.function is not None:
+                    if part.function.name:
+                        slot["name"] = part.function.name
+                    if part.function.arguments:
+                        slot["arguments"].append(part.function.arguments)
+            if choice.finish_reason:
+                finish = choice.finish_reason
+        tool_calls = [
+            ToolCall(slot["id"] or f"call_{index}", slot["name"], "".join(slot["arguments"]))
+            for index, slot in sorted(calls.items())
+        ]
+        return LLMResponse("".join(content), tool_calls, finish)
+
+    def _translate(self, exc: openai.APIError) -> LLMError:
+        where = self.settings.base_url or "the OpenAI API"
+        detail = redact(getattr(exc, "message", None) or str(exc), self.settings.api_key)
+        if isinstance(exc, openai.APITimeoutError):
+            return LLMError("unreachable", f"the LLM at {where} did not answer within {self.settings.timeout_s:.0f}s")
+        if isinstance(exc, openai.APIConnectionError):
+            return LLMError("unreachable", f"cannot reach the LLM at {where}; check llm.base_url and that the server runs")
+        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+            return LLMError("auth", f"the LLM at {where} rejected the API key (llm.api_key): {detail}")
+        if isinstance(exc, openai.NotFoundError):
+            return LLMError("model", f"model {self.settings.model!r} was not found at {where} (llm.model): {detail}")
+        if isinstance(exc, openai.RateLimitError):
+            return LLMError("rate_limit", f"the LLM at {where} is rate-limiting us: {detail}")
+        if isinstance(exc, openai.BadRequestError) and _is_context_error(exc):
+            return ContextLengthExceeded(f"the conversation is too long for {self.settings.model}: {detail}")
+        if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+            return LLMError("server", f"the LLM at {where} failed with HTTP {exc.status_code}: {detail}")
+        if isinstance(exc, openai.APIStatusError):
+            return LLMError("bad_response", f"the LLM at {where} refused the request (HTTP {exc.status_code}): {detail}")
+        return LLMError("bad_response", f"the LLM at {where} sent an unusable response: {detail}")
+
+
+def _is_context_error(exc: openai.BadRequestError) -> bool:
+    code = getattr(exc, "code", None)
+    text = (getattr(exc, "message", "") or "").lower()
+    return code == "context_length_exceeded" or "context length" in text or "maximum context" in text or "too long" in text
+
+
+def _from_completion(response: Any) -> LLMResponse:
+    choice = response.choices[0]
+    message = choice.message
+    calls = [ToolCall(c.id, c.function.name, c.function.arguments or "") for c in (message.tool_calls or [])]
+    return LLMResponse(message.content or "", calls, choice.finish_reason)
+
+
+def probe_llm(settings: LLMSettings) -> str:
+    """A cheap reachability check for ``doctor``: list models, or say why not."""
+    client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set", timeout=10, max_retries=0)
+    try:
+        models = [m.id for m in client.models.list().data]
+    except openai.APIError as exc:
+        raise RuntimeError(OpenAIChat(settings)._translate(exc).args[0]) from None
+    finally:
+        client.close()
+    where = settings.base_url or "the OpenAI API"
+    if models and settings.model not in models:
+        return f"{where} reachable; model {settings.model!r} not in its list ({', '.join(models[:5])}…)"
+    return f"{where} reachable, model {settings.model!r}"

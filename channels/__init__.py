@@ -1,0 +1,7 @@
+"""Chat channels: Telegram, Slack and the terminal, behind one :class:`Channel` interface."""
+
+from __future__ import annotations
+
+from .base import Channel, ChatType, IncomingMessage, MessageHandler, Reply, split_message
+
+__all__ = ["Channel", "ChatType", "IncomingMessage", "MessageHandler", "Reply", "split_message"]

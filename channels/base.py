@@ -1,0 +1,149 @@
+"""What every channel shares: the message types, the Channel interface, reply splitting.
+
+A channel turns its platform's updates into :class:`IncomingMessage` objects, hands each to the
+callback the bridge gave it, and sends the :class:`Reply` the bridge returns. It knows nothing of
+memory, scopes or the LLM.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ChatType = Literal["direct", "group"]
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """One message from a person, in a channel-neutral form.
+
+    ``chat_type`` is ``direct`` for a one-to-one chat and ``group`` for anything shared (groups,
+    channels, threads): the bridge derives whose memory a turn may use from it.
+    """
+
+    channel: str
+    chat_id: str
+    chat_type: ChatType
+    user_id: str
+    user_name: str
+    text: str
+    message_id: str
+    thread_id: str | None = None
+    team: str | None = None
+    received_at: float = field(default_factory=time.time)
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def chat_key(self) -> str:
+        """Messages with the same key are answered strictly in order."""
+        return f"{self.channel}:{self.team or ''}:{self.chat_id}:{self.thread_id or ''}"
+
+    @property
+    def dedupe_key(self) -> str:
+        """The same delivery seen twice has the same key, so it is answered once."""
+        return f"{self.channel}:{self.team or ''}:{self.chat_id}:{self.message_id}"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the bot answers. ``text`` is Markdown unless ``markdown`` is False."""
+
+    text: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+    markdown: bool = True
+
+
+MessageHandler = Callable[[IncomingMessage], Awaitable[None]]
+
+
+class Channel(ABC):
+    """A chat platform. ``start`` returns once the channel receives; ``stop`` stops intake."""
+
+    name: str = "channel"
+    #: The longest message the platform accepts; longer replies are split.
+    max_message_chars: int = 4000
+
+    @abstractmethod
+    async def start(self, on_message: MessageHandler) -> None:
+        """Begin receiving; call ``on_message`` for every message meant for the bot."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop receiving and release connections. Safe to call twice."""
+
+    @abstractmethod
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        """Deliver ``reply`` in the chat (and thread) of ``to``, split to the platform's limit."""
+
+    def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
+        """Shown while a turn runs (a typing action, a placeholder); nothing by default."""
+        return nullcontext()
+
+
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+
+
+def _fence_ranges(text: str) -> list[tuple[int, int]]:
+    """Character ranges of fenced code blocks, so splits avoid landing inside them."""
+    ranges: list[tuple[int, int]] = []
+    offset = 0
+    opened: int | None = None
+    for line in text.splitlines(keepends=True):
+        if _FENCE_RE.match(line):
+            if opened is None:
+                opened = offset
+            else:
+                ranges.append((opened, offset + len(line)))
+                opened = None
+        offset += len(line)
+    if opened is not None:
+        ranges.append((opened, len(text)))
+    return ranges
+
+
+def _best_cut(text: str, limit: int, fences: list[tuple[int, int]]) -> int:
+    """Where to cut ``text`` (at most ``limit`` chars): paragraph, then line, then word, then hard."""
+
+    def inside_fence(pos: int) -> bool:
+        return any(start < pos < end for start, end in fences)
+
+    floor = limit // 3
+    for separator in ("\n\n", "\n", " "):
+        pos = text.rfind(separator, floor, limit)
+        while pos > 0 and inside_fence(pos):
+            pos = text.rfind(separator, floor, pos)
+        if pos > 0:
+            return pos + len(separator)
+    for separator in ("\n\n", "\n", " "):
+        pos = text.rfind(separator, floor, limit)
+        if pos > 0:
+            return pos + len(separator)
+    return limit
+
+
+def split_message(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` characters at natural boundaries.
+
+    Paragraphs first, then lines, then words; a cut inside a fenced code block is avoided when
+    another boundary exists. Every piece is non-empty and joining them gives back the text
+    (whitespace at the cuts aside).
+    """
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        cut = _best_cut(rest, limit, _fence_ranges(rest))
+        piece = rest[:cut].rstrip()
+        if piece:
+            pieces.append(piece)
+        rest = rest[cut:].lstrip("\n")
+    if rest.strip() or not pieces:
+        pieces.append(rest)
+    return pieces

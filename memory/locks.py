@@ -1,0 +1,59 @@
+"""One write lock per workspace, shared by threads and processes.
+
+The running bot and a ``membridge memory sync`` in another shell write the same SQLite file and
+LanceDB table. LanceDB's ``merge_insert`` from two processes inserts duplicates, so every write to a
+workspace holds this lock. It is re-entrant within a thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from filelock import FileLock, Timeout
+
+
+class WorkspaceLockTimeout(RuntimeError):
+    """Another process held the workspace lock for longer than we were willing to wait."""
+
+
+class WorkspaceLock:
+    """A re-entrant lock: a thread lock in front of a cross-process file lock."""
+
+    def __init__(self, root: Path, timeout_s: float = 120.0) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self._path = root / ".lock"
+        self._thread_lock = threading.RLock()
+        self._file_lock = FileLock(str(self._path), thread_local=False)
+        self._timeout_s = timeout_s
+
+    def acquire(self) -> None:
+        self._thread_lock.acquire()
+        try:
+            self._file_lock.acquire(timeout=self._timeout_s)
+        except Timeout as exc:
+            self._thread_lock.release()
+            raise WorkspaceLockTimeout(
+                f"another membridge process has held {self._path} for over {self._timeout_s:.0f}s; "
+                "wait for it to finish or stop it"
+            ) from exc
+        except BaseException:
+            self._thread_lock.release()
+            raise
+
+    def release(self) -> None:
+        self._file_lock.release()
+        self._thread_lock.release()
+
+    def __enter__(self) -> WorkspaceLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,540 @@
+"""The memory index's front door: sync files into the index, search it, read files back.
+
+Sync has three passes (DESIGN.md §4). Pass 1 finds changed files and chunks them; pass 2 embeds
+every chunk text that has no vector for the current model, in as few batched calls as the provider
+allows (the SQLite cache answers unchanged texts); pass 3 writes. If embedding fails nothing is
+written, so the next sync retries the same files instead of leaving them stranded without vectors.
+
+Search fuses the vector and keyword sides by chunk, with the vector similarity of keyword-only hits
+read from the embedding cache so every candidate is scored on both sides. With no vector side the
+keyword score stands alone. Dated daily files decay with a half-life; MEMORY.md and knowledge don't.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+
+import numpy as np
+
+from .chunker import Chunk, chunk_text, text_hash
+from .config import MemorySettings
+from .embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from .locks import WorkspaceLock
+from .scopes import (
+    DAILY_DIR,
+    DREAMS_DIR,
+    KNOWLEDGE_DIR,
+    KNOWLEDGE_SCOPE,
+    MEMORY_FILE,
+    Workspace,
+    dated_file_date,
+    validate_scope,
+)
+from .storage import Database, FileRecord, IndexStorage, StoredChunk
+from .vectors import VectorBackend, VectorRow
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stages are ``scan``, ``embed`` and ``write``."""
+
+_DISK_CHECK_INTERVAL_S = 2.0
+_KNOWLEDGE_SKIP = {"log.md"}
+
+
+class MemoryPathError(ValueError):
+    """A path that is not a memory file of the caller's scope (or knowledge)."""
+
+
+@dataclass
+class SearchResult:
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    source: str  # "memory" or "knowledge"
+    scope: str
+    vector_score: float | None = None
+    keyword_score: float | None = None
+    decay: float = 1.0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class SyncReport:
+    files_scanned: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    chunks_written: int = 0
+    chunks_removed: int = 0
+    vectors_written: int = 0
+    embed_calls: int = 0
+    cache_hits: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _DiskFile:
+    scope: str
+    path: str  # as stored: relative to the scope dir, or "knowledge/..." for knowledge
+    absolute: Path
+    mtime: float
+    size: int
+
+
+@dataclass
+class _Plan:
+    changed: list[tuple[FileRecord, list[Chunk]]] = field(default_factory=list)
+    touched: list[FileRecord] = field(default_factory=list)
+    removed: list[tuple[str, str]] = field(default_factory=list)
+
+
+class MemoryManager:
+    """Sync and search for one workspace. Thread-safe; every write holds the workspace lock."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: MemorySettings,
+        *,
+        embedder: EmbeddingProvider | None,
+        vectors: VectorBackend | None = None,
+        db: Database | None = None,
+        lock: WorkspaceLock | None = None,
+        today: Callable[[], date] = date.today,
+    ) -> None:
+        self.workspace = workspace
+        self.settings = settings
+        self.embedder = embedder
+        workspace.ensure()
+        self.db = db or Database(workspace.db_path)
+        self.storage = IndexStorage(self.db)
+        self.lock = lock or WorkspaceLock(workspace.root)
+        if embedder is not None and vectors is None:
+            from .vectors import LanceDBBackend
+
+            vectors = LanceDBBackend(workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold)
+        self.vectors = vectors if embedder is not None else None
+        self._today = today
+        self._query_cache = QueryVectorCache()
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._last_disk_check: dict[str, float] = {}
+
+    # ================================================================== files
+    def scope_files(self, scope: str) -> Iterator[_DiskFile]:
+        """A scope's indexable files: MEMORY.md and memory/**.md, minus dreams and dot-folders."""
+        base = self.workspace.scope_dir(scope)
+        memory_md = base / MEMORY_FILE
+        if memory_md.is_file():
+            yield self._disk_file(scope, MEMORY_FILE, memory_md)
+        yield from self._walk(scope, base / DAILY_DIR, base, skip_dirs={DREAMS_DIR})
+
+    def knowledge_files(self) -> Iterator[_DiskFile]:
+        yield from self._walk(KNOWLEDGE_SCOPE, self.workspace.knowledge_dir, self.workspace.root, skip_files=_KNOWLEDGE_SKIP)
+
+    def _walk(
+        self, scope: str, top: Path, relative_to: Path, *, skip_dirs: set[str] = frozenset(), skip_files: set[str] = frozenset()
+    ) -> Iterator[_DiskFile]:
+        if not top.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(top):
+            at_top = Path(dirpath) == top
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and not (at_top and d in skip_dirs)
+            )
+            for name in sorted(filenames):
+                if not name.endswith(".md") or name.startswith(".") or (at_top and name in skip_files):
+                    continue
+                absolute = Path(dirpath) / name
+                if absolute.is_symlink():
+                    continue
+                yield self._disk_file(scope, absolute.relative_to(relative_to).as_posix(), absolute)
+
+    @staticmethod
+    def _disk_file(scope: str, path: str, absolute: Path) -> _DiskFile:
+        stat = absolute.stat()
+        return _DiskFile(scope, path, absolute, stat.st_mtime, stat.st_size)
+
+    def _disk_files(self, scope: str | None) -> tuple[list[_DiskFile], list[str]]:
+        """Files on disk for ``scope`` (and knowledge), and the scopes they cover."""
+        if scope == KNOWLEDGE_SCOPE:
+            scopes: list[str] = []
+        else:
+            scopes = [scope] if scope is not None else self.workspace.list_scopes()
+        files: list[_DiskFile] = list(self.knowledge_files())
+        for name in scopes:
+            files.extend(self.scope_files(name))
+        return files, [*scopes, KNOWLEDGE_SCOPE]
+
+    def mark_dirty(self, scope: str) -> None:
+        """Note that ``scope``'s files changed, so the next search syncs first."""
+        with self._dirty_lock:
+            self._dirty.add(scope)
+
+    # =================================================================== sync
+    def sync(self, scope: str | None = None, *, progress: ProgressCallback | None = None) -> SyncReport:
+        """Bring the index in step with the files of ``scope`` (every scope when None) and knowledge.
+
+        ``scope=KNOWLEDGE_SCOPE`` syncs the knowledge base alone (what a knowledge edit needs).
+        """
+        if scope is not None and scope != KNOWLEDGE_SCOPE:
+            validate_scope(scope)
+        started = time.perf_counter()
+        report = SyncReport()
+        with self.lock:
+            disk, covered = self._disk_files(scope)
+            report.files_scanned = len(disk)
+            plan = self._plan(disk, covered, scope is None, progress)
+            vectors, fresh = self._embed_pass(plan, report, progress)
+            if report.error is None:
+                self._write_pass(plan, vectors, fresh, report, progress)
+                with self._dirty_lock:
+                    self._dirty.difference_update(covered if scope is not None else self._dirty.copy())
+                now = time.monotonic()
+                for name in covered:
+                    self._last_disk_check[name] = now
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _plan(self, disk: list[_DiskFile], covered: list[str], everything: bool, progress: ProgressCallback | None) -> _Plan:
+        """Pass 1: hash what changed on disk and chunk it. No API call, no write."""
+        indexed = {key: rec for key, rec in self.storage.files().items() if everything or key[0] in covered}
+        plan = _Plan()
+        seen: set[tuple[str, str]] = set()
+        for done, item in enumerate(disk, start=1):
+            key = (item.scope, item.path)
+            seen.add(key)
+            previous = indexed.get(key)
+            if previous is not None and previous.mtime == item.mtime and previous.size == item.size:
+                continue
+            content = _read_text(item.absolute)
+            record = FileRecord(item.scope, item.path, text_hash(content), item.mtime, item.size)
+            if previous is not None and previous.hash == record.hash:
+                plan.touched.append(record)
+                continue
+            chunks = chunk_text(
+                content,
+                scope=item.scope,
+                path=item.path,
+                max_chars=self.settings.chunk_max_chars,
+                overlap_lines=self.settings.chunk_overlap_lines,
+            )
+            plan.changed.append((record, chunks))
+            if progress and done % 50 == 0:
+                progress("scan", done, len(disk))
+        plan.removed = [key for key in indexed if key not in seen]
+        if progress:
+            progress("scan", len(disk), len(disk))
+        return plan
+
+    def _embed_pass(
+        self, plan: _Plan, report: SyncReport, progress: ProgressCallback | None
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Pass 2: vectors for every text lacking one for this model: (all needed, newly embedded).
+
+        The cache answers texts embedded before; the rest go out in batches of the provider's limit.
+        """
+        if self.embedder is None:
+            return {}, {}
+        model = self.embedder.model_id
+        texts: dict[str, str] = {}
+        for _record, chunks in plan.changed:
+            for chunk in chunks:
+                texts.setdefault(chunk.text_hash, chunk.text)
+        changed_paths = {(r.scope, r.path) for r, _ in plan.changed} | set(plan.removed)
+        for _cid, scope, path, text, hash_ in self.storage.chunks_needing_vectors(model):
+            if (scope, path) not in changed_paths:
+                texts.setdefault(hash_, text)
+        if not texts:
+            return {}, {}
+        vectors = self.storage.cached_vectors(model, list(texts))
+        report.cache_hits = len(vectors)
+        missing = [h for h in texts if h not in vectors]
+        if missing:
+            try:
+                batch = self.embedder.max_batch
+                for start in range(0, len(missing), batch):
+                    hashes = missing[start : start + batch]
+                    embedded = self.embedder.embed([texts[h] for h in hashes])
+                    report.embed_calls += 1
+                    vectors.update(zip(hashes, embedded))
+                    if progress:
+                        progress("embed", min(start + batch, len(missing)), len(missing))
+            except EmbeddingError as exc:
+                report.error = f"embedding failed, nothing was written; the next sync retries: {exc}"
+                log.warning(report.error)
+                return {}, {}
+        return vectors, {h: vectors[h] for h in missing}
+
+    def _write_pass(
+        self,
+        plan: _Plan,
+        vectors: dict[str, np.ndarray],
+        fresh: dict[str, np.ndarray],
+        report: SyncReport,
+        progress: ProgressCallback | None,
+    ) -> None:
+        """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
+        removed_ids: list[str] = []
+        with self.db.transaction() as conn:
+            for scope, path in plan.removed:
+                removed_ids.extend(self.storage.remove_file(conn, scope, path))
+            for done, (record, chunks) in enumerate(plan.changed, start=1):
+                removed_ids.extend(self.storage.replace_file(conn, record, chunks))
+                report.chunks_written += len(chunks)
+                if progress and done % 50 == 0:
+                    progress("write", done, len(plan.changed))
+            for record in plan.touched:
+                self.storage.touch_file(conn, record)
+            if fresh and self.embedder is not None:
+                self.storage.store_vectors(conn, self.embedder.model_id, fresh)
+        report.files_changed = len(plan.changed)
+        report.files_removed = len(plan.removed)
+        report.chunks_removed = len(removed_ids)
+        if progress:
+            progress("write", len(plan.changed), len(plan.changed))
+        if self.vectors is None or self.embedder is None:
+            return
+        self.vectors.delete_ids(removed_ids)
+        pending = self.storage.chunks_needing_vectors(self.embedder.model_id)
+        rows = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, _t, h in pending if h in vectors]
+        if rows:
+            self.vectors.upsert(rows)
+            with self.db.transaction() as conn:
+                self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
+        report.vectors_written = len(rows)
+        if rows or removed_ids:
+            self._drop_orphans()
+            self.vectors.maintain()
+
+    def _drop_orphans(self) -> None:
+        """Vectors whose chunk is gone from SQLite (a crash between the two writes) are removed."""
+        assert self.vectors is not None and self.embedder is not None
+        embedded = int(
+            self.db.query("SELECT count(*) FROM chunks WHERE vec_model = ?", (self.embedder.model_id,))[0][0]
+        )
+        if self.vectors.count() == embedded:
+            return
+        orphans = self.vectors.ids() - self.storage.all_chunk_ids()
+        if orphans:
+            log.info("removing %d orphaned vectors", len(orphans))
+            self.vectors.delete_ids(sorted(orphans))
+
+    def _sync_if_stale(self, scope: str) -> None:
+        """Sync ``scope`` when our own writes dirtied it or (at most every 2 s) files changed on disk."""
+        with self._dirty_lock:
+            dirty = scope in self._dirty or KNOWLEDGE_SCOPE in self._dirty
+        last = self._last_disk_check.get(scope, 0.0)
+        if not dirty and time.monotonic() - last < _DISK_CHECK_INTERVAL_S:
+            return
+        if not dirty and not self._disk_changed(scope):
+            self._last_disk_check[scope] = time.monotonic()
+            return
+        report = self.sync(scope)
+        if not report.ok:
+            log.warning("search proceeds on the old index: %s", report.error)
+
+    def _disk_changed(self, scope: str) -> bool:
+        disk, covered = self._disk_files(scope)
+        indexed = {key: rec for key, rec in self.storage.files().items() if key[0] in covered}
+        if len(indexed) != len(disk):
+            return True
+        for item in disk:
+            record = indexed.get((item.scope, item.path))
+            if record is None or record.mtime != item.mtime or record.size != item.size:
+                return True
+        return False
+
+    # ================================================================= search
+    def search(
+        self,
+        query: str,
+        scope: str,
+        *,
+        limit: int | None = None,
+        min_score: float | None = None,
+        auto_sync: bool = True,
+    ) -> list[SearchResult]:
+        """Hybrid search over ``scope``'s memory and the shared knowledge, best first."""
+        validate_scope(scope)
+        limit = limit or self.settings.max_results
+        min_score = self.settings.min_score if min_score is None else min_score
+        if not query.strip():
+            return []
+        if auto_sync:
+            self._sync_if_stale(scope)
+        scopes = [scope, KNOWLEDGE_SCOPE]
+        candidates = limit * 4
+        query_vector = self._query_vector(query)
+        vector_scores: dict[str, float] = {}
+        chunks: dict[str, StoredChunk] = {}
+        if query_vector is not None and self.vectors is not None:
+            try:
+                hits = self.vectors.search(query_vector, scopes, candidates)
+            except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
+                log.warning("vector search failed, using keywords only: %s", exc)
+                hits, query_vector = [], None
+            chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
+            vector_scores = {cid: sim for cid, sim in hits if cid in chunks}
+        keyword_scores: dict[str, float] = {}
+        for hit in self.storage.search_keyword(query, scopes, candidates):
+            keyword_scores[hit.chunk.id] = hit.score
+            chunks.setdefault(hit.chunk.id, hit.chunk)
+        if query_vector is not None:
+            self._fill_vector_scores(query_vector, chunks, vector_scores)
+        results = [
+            self._score(chunks[cid], vector_scores.get(cid), keyword_scores.get(cid), query_vector is not None)
+            for cid in chunks
+        ]
+        results = [r for r in results if r.score >= min_score]
+        results.sort(key=lambda r: (-r.score, r.path, r.start_line))
+        return results[:limit]
+
+    def _query_vector(self, query: str) -> np.ndarray | None:
+        if self.embedder is None or self.vectors is None:
+            return None
+        cached = self._query_cache.get(self.embedder.model_id, query)
+        if cached is not None:
+            return cached
+        try:
+            vector = self.embedder.embed([query])[0]
+        except EmbeddingError as exc:
+            log.warning("query embedding failed, using keywords only: %s", exc)
+            return None
+        self._query_cache.put(self.embedder.model_id, query, vector)
+        return vector
+
+    def _fill_vector_scores(self, query_vector: np.ndarray, chunks: dict[str, StoredChunk], scores: dict[str, float]) -> None:
+        """Keyword-only candidates get their true similarity from the embedding cache."""
+        assert self.embedder is not None
+        missing = [cid for cid in chunks if cid not in scores]
+        if not missing:
+            return
+        by_hash = {text_hash(chunks[cid].text): cid for cid in missing}
+        for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
+            if vector.shape == query_vector.shape:
+                scores[by_hash[hash_]] = float(np.dot(query_vector, vector))
+
+    def _score(self, chunk: StoredChunk, vector: float | None, keyword: float | None, hybrid: bool) -> SearchResult:
+        v = max(0.0, min(1.0, vector or 0.0))
+        k = keyword or 0.0
+        base = self.settings.vector_weight * v + self.settings.keyword_weight * k if hybrid else k
+        decay = self.decay(chunk.scope, chunk.path)
+        source = "knowledge" if chunk.scope == KNOWLEDGE_SCOPE else "memory"
+        return SearchResult(
+            path=chunk.path,
+            start_line=chunk.start_line,
+            end_line=chunk.end_line,
+            score=round(base * decay, 6),
+            text=chunk.text,
+            source=source,
+            scope=chunk.scope,
+            vector_score=None if vector is None else round(v, 6),
+            keyword_score=None if keyword is None else round(keyword, 6),
+            decay=round(decay, 6),
+        )
+
+    def decay(self, scope: str, path: str) -> float:
+        """``exp(-ln2/half_life * age_days)`` for a dated daily file of a scope; 1.0 otherwise."""
+        if scope == KNOWLEDGE_SCOPE:
+            return 1.0
+        parts = dated_file_date(path)
+        if parts is None:
+            return 1.0
+        try:
+            age = (self._today() - date(*parts)).days
+        except ValueError:
+            return 1.0
+        return math.exp(-math.log(2) / self.settings.half_life_days * max(0, age))
+
+    # =========================================================== file access
+    def resolve(self, scope: str, path: str) -> Path:
+        """The file behind a memory path, or :class:`MemoryPathError` if it is not ``scope``'s.
+
+        Allowed: ``MEMORY.md``, ``memory/**.md`` of the scope, and ``knowledge/**.md``. Absolute
+        paths, ``..``, NUL bytes and symlinks that lead out are refused.
+        """
+        validate_scope(scope)
+        if not path or "\x00" in path:
+            raise MemoryPathError("path is empty or contains a NUL byte")
+        clean = path.replace("\\", "/").strip()
+        if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":"):
+            raise MemoryPathError(f"{path!r} is absolute; use a path like MEMORY.md or memory/2026-01-31.md")
+        parts = [p for p in clean.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise MemoryPathError(f"{path!r} leaves the memory folder ('..' is not allowed)")
+        if not parts or not parts[-1].endswith(".md"):
+            raise MemoryPathError(f"{path!r} is not a markdown memory file")
+        if parts[0] == KNOWLEDGE_DIR:
+            root = self.workspace.knowledge_dir
+            target = root.joinpath(*parts[1:])
+        elif parts == [MEMORY_FILE] or parts[0] == DAILY_DIR:
+            root = self.workspace.scope_dir(scope)
+            target = root.joinpath(*parts)
+        else:
+            raise MemoryPathError(f"{path!r} is not a memory file: use MEMORY.md, memory/... or knowledge/...")
+        allowed = (root if parts[0] == KNOWLEDGE_DIR else root / parts[0]).resolve()
+        resolved = target.resolve()
+        if resolved != allowed and allowed not in resolved.parents:
+            raise MemoryPathError(f"{path!r} points outside the memory folder")
+        return resolved
+
+    def read_lines(self, scope: str, path: str, start_line: int = 1, num_lines: int | None = None) -> str:
+        """Lines ``start_line``.. of a memory file (1-based), for ``memory_get``."""
+        target = self.resolve(scope, path)
+        if not target.is_file():
+            raise MemoryPathError(f"{path!r} does not exist")
+        if start_line < 1:
+            raise MemoryPathError("start_line must be 1 or more")
+        lines = _read_text(target).split("\n")
+        end = len(lines) if num_lines is None else start_line - 1 + max(0, num_lines)
+        return "\n".join(lines[start_line - 1 : end])
+
+    def append_daily(self, scope: str, text: str, *, when: datetime | None = None) -> Path:
+        """Append a block to the scope's daily file of ``when`` (default now); returns the file."""
+        when = when or datetime.now()
+        target = self.workspace.daily_file(scope, when.strftime("%Y-%m-%d"))
+        with self.lock:
+            append_text(target, text)
+        self.mark_dirty(scope)
+        return target
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _read_text(path: Path) -> str:
+    """Read a memory file as UTF-8; undecodable bytes become U+FFFD rather than failing a sync."""
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def append_text(target: Path, text: str) -> None:
+    """Append ``text`` as its own block (newline-separated) and fsync, so a crash keeps it whole."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    block = text if text.endswith("\n") else text + "\n"
+    with open(target, "a+b") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                block = "\n" + block
+        handle.write(block.encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())

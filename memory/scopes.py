@@ -1,0 +1,110 @@
+"""Scopes and the workspace layout: whose memory lives where.
+
+A scope is whose memory a turn may read and write. Every function that touches memory takes a
+scope explicitly; there is no "all scopes" default. Knowledge is the one shared area and is stored
+under the reserved scope id ``@knowledge``, which no user scope can spell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+KNOWLEDGE_SCOPE = "@knowledge"
+GLOBAL_SCOPE = "global"
+MEMORY_FILE = "MEMORY.md"
+DAILY_DIR = "memory"
+DREAMS_DIR = "dreams"
+KNOWLEDGE_DIR = "knowledge"
+
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_DATED_RE = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
+
+
+class ScopeError(ValueError):
+    """A scope id that cannot name a directory safely."""
+
+
+def validate_scope(scope: str) -> str:
+    """Return ``scope`` if it is a safe directory name, else raise :class:`ScopeError`."""
+    if not isinstance(scope, str) or not _SCOPE_RE.match(scope) or ".." in scope:
+        raise ScopeError(
+            f"invalid scope {scope!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return scope
+
+
+def dated_file_date(path: str) -> tuple[int, int, int] | None:
+    """The (year, month, day) of a daily memory file ``memory/YYYY-MM-DD.md``, else None."""
+    match = _DATED_RE.search(path.replace("\\", "/"))
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where each scope's files live.
+
+    ``mode="user"`` keeps each scope in ``scopes/<scope>/``; ``mode="global"`` uses the workspace
+    root itself for the single scope ``global`` (the seed's layout).
+    """
+
+    root: Path
+    mode: str = "user"
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / "index.db"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.root / "vectors"
+
+    @property
+    def knowledge_dir(self) -> Path:
+        return self.root / KNOWLEDGE_DIR
+
+    @property
+    def scopes_dir(self) -> Path:
+        return self.root / "scopes"
+
+    def scope_dir(self, scope: str) -> Path:
+        """The directory holding ``scope``'s MEMORY.md and daily files."""
+        if scope == KNOWLEDGE_SCOPE:
+            return self.root
+        validate_scope(scope)
+        if self.mode == "global":
+            if scope != GLOBAL_SCOPE:
+                raise ScopeError(f"memory.scope is 'global': the only scope is 'global', not {scope!r}")
+            return self.root
+        return self.scopes_dir / scope
+
+    def memory_file(self, scope: str) -> Path:
+        return self.scope_dir(scope) / MEMORY_FILE
+
+    def daily_dir(self, scope: str) -> Path:
+        return self.scope_dir(scope) / DAILY_DIR
+
+    def daily_file(self, scope: str, day: str) -> Path:
+        return self.daily_dir(scope) / f"{day}.md"
+
+    def dreams_dir(self, scope: str) -> Path:
+        return self.daily_dir(scope) / DREAMS_DIR
+
+    def list_scopes(self) -> list[str]:
+        """Scopes that have a directory on disk, sorted."""
+        if self.mode == "global":
+            return [GLOBAL_SCOPE]
+        if not self.scopes_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.scopes_dir.iterdir() if p.is_dir() and _SCOPE_RE.match(p.name))
+
+    def ensure(self) -> None:
+        """Create the workspace's top-level directories."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.knowledge_dir.mkdir(exist_ok=True)
+        if self.mode == "user":
+            self.scopes_dir.mkdir(exist_ok=True)

@@ -1,0 +1,386 @@
+"""SQLite storage of the index: files, chunks, the two FTS5 indexes and the embedding cache.
+
+SQLite is the source of truth. ``chunks`` holds the text; ``chunks_fts`` (unicode61, over the
+segmented text, with a hashed scope column so that the scope filter is an index lookup) and
+``chunks_tri`` (trigram, external content over ``chunks.text``) are kept exact with FTS5's
+``'delete'`` command, never a bare DELETE, and rows keep their rowid because writes are UPSERTs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .chunker import Chunk
+from .keyword import KeywordQuery, bm25_to_score, build_query, segment
+
+log = logging.getLogger(__name__)
+
+
+class Database:
+    """One SQLite connection in WAL mode, shared by threads behind a lock.
+
+    The bot calls memory from worker threads (``asyncio.to_thread``); one guarded connection keeps
+    transactions simple and is plenty for a single process. Other processes coordinate through
+    SQLite's own locking (``busy_timeout``) and the workspace lock.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=30000")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An immediate (write-locking) transaction: committed on success, rolled back on error."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        with self.lock:
+            cursor = self.conn.execute(sql, params)
+            cursor.row_factory = sqlite3.Row
+            return cursor.fetchall()
+
+    def execute_script(self, script: str) -> None:
+        with self.lock:
+            self.conn.executescript(script)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    scope TEXT NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL, mtime REAL NOT NULL,
+    size INTEGER NOT NULL, indexed_at REAL NOT NULL, PRIMARY KEY (scope, path)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, path TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, part INTEGER NOT NULL DEFAULT 0,
+    text TEXT NOT NULL, text_hash TEXT NOT NULL, vec_model TEXT, updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_scope_path ON chunks (scope, path);
+CREATE INDEX IF NOT EXISTS chunks_vec_model ON chunks (vec_model);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
+    scope_tag, seg, content='', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 (
+    text, content='chunks', content_rowid='rowid', tokenize='trigram'
+);
+CREATE TABLE IF NOT EXISTS embed_cache (
+    model TEXT NOT NULL, text_hash TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
+"""
+
+
+def scope_tag(scope: str) -> str:
+    """One opaque token per scope, so FTS5 can filter by scope without tokenizer surprises."""
+    return "s" + hashlib.sha1(scope.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    rowid: int
+    id: str
+    scope: str
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    chunk: StoredChunk
+    score: float
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    scope: str
+    path: str
+    hash: str
+    mtime: float
+    size: int
+
+
+def _ranked(rows: Sequence[Sequence[object]]) -> list[KeywordHit]:
+    """Hits from rows whose last column is a bm25() rank, ordered best first."""
+    if not rows:
+        return []
+    best = min(float(row[7]) for row in rows)  # type: ignore[arg-type]
+    return [KeywordHit(_stored(row), bm25_to_score(float(row[7]), best)) for row in rows]  # type: ignore[arg-type]
+
+
+_CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text"
+
+
+def _stored(row: Sequence[object]) -> StoredChunk:
+    return StoredChunk(*row[:7])  # type: ignore[arg-type]
+
+
+class IndexStorage:
+    """Reads and writes of the chunk index, always for an explicit set of scopes."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.execute_script(SCHEMA)
+
+    # ----------------------------------------------------------------- files
+    def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
+        sql = "SELECT scope, path, hash, mtime, size FROM files"
+        rows = self.db.query(sql + " WHERE scope = ?", (scope,)) if scope else self.db.query(sql)
+        return {(r[0], r[1]): FileRecord(*r) for r in rows}
+
+    def count_chunks(self, scope: str | None = None) -> int:
+        if scope is None:
+            return int(self.db.query("SELECT count(*) FROM chunks")[0][0])
+        return int(self.db.query("SELECT count(*) FROM chunks WHERE scope = ?", (scope,))[0][0])
+
+    # ---------------------------------------------------------------- writes
+    def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> list[str]:
+        """Make the index hold exactly ``chunks`` for ``record``'s file. Returns removed chunk ids.
+
+        Must run inside :meth:`Database.transaction`. Unchanged chunks keep their row; changed ones
+        are UPSERTed (same rowid) with their FTS entries deleted and re-added.
+        """
+        old = {
+            row[1]: (row[0], row[2])
+            for row in conn.execute(
+                "SELECT rowid, id, text FROM chunks WHERE scope = ? AND path = ?", (record.scope, record.path)
+            )
+        }
+        now = time.time()
+        tag = scope_tag(record.scope)
+        new_ids = set()
+        for chunk in chunks:
+            new_ids.add(chunk.id)
+            previous = old.get(chunk.id)
+            if previous is not None and previous[1] == chunk.text:
+                continue
+            if previous is not None:
+                self._fts_delete(conn, previous[0], tag, previous[1])
+            rowid = conn.execute(
+                "INSERT INTO chunks (id, scope, path, start_line, end_line, part, text, text_hash, vec_model,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
+                " ON CONFLICT (id) DO UPDATE SET text = excluded.text, text_hash = excluded.text_hash,"
+                " vec_model = NULL, updated_at = excluded.updated_at RETURNING rowid",
+                (chunk.id, chunk.scope, chunk.path, chunk.start_line, chunk.end_line, chunk.part, chunk.text,
+                 chunk.text_hash, now),
+            ).fetchone()[0]
+            self._fts_insert(conn, rowid, tag, chunk.text)
+        removed = [cid for cid in old if cid not in new_ids]
+        for cid in removed:
+            rowid, text = old[cid]
+            self._fts_delete(conn, rowid, tag, text)
+            conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
+        conn.execute(
+            "INSERT INTO files (scope, path, hash, mtime, size, indexed_at) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (scope, path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime,"
+            " size = excluded.size, indexed_at = excluded.indexed_at",
+            (record.scope, record.path, record.hash, record.mtime, record.size, now),
+        )
+        return removed
+
+    def remove_file(self, conn: sqlite3.Connection, scope: str, path: str) -> list[str]:
+        """Drop a file and its chunks from the index. Returns the removed chunk ids."""
+        tag = scope_tag(scope)
+        rows = conn.execute("SELECT rowid, id, text FROM chunks WHERE scope = ? AND path = ?", (scope, path)).fetchall()
+        for rowid, _cid, text in rows:
+            self._fts_delete(conn, rowid, tag, text)
+        conn.execute("DELETE FROM chunks WHERE scope = ? AND path = ?", (scope, path))
+        conn.execute("DELETE FROM files WHERE scope = ? AND path = ?", (scope, path))
+        return [row[1] for row in rows]
+
+    def touch_file(self, conn: sqlite3.Connection, record: FileRecord) -> None:
+        """Record a new mtime for a file whose content hash did not change."""
+        conn.execute(
+            "UPDATE files SET mtime = ?, size = ? WHERE scope = ? AND path = ?",
+            (record.mtime, record.size, record.scope, record.path),
+        )
+
+    def mark_embedded(self, conn: sqlite3.Connection, chunk_ids: Iterable[str], model: str) -> None:
+        conn.executemany("UPDATE chunks SET vec_model = ? WHERE id = ?", ((model, cid) for cid in chunk_ids))
+
+    @staticmethod
+    def _fts_insert(conn: sqlite3.Connection, rowid: int, tag: str, text: str) -> None:
+        conn.execute("INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)", (rowid, tag, segment(text)))
+        conn.execute("INSERT INTO chunks_tri (rowid, text) VALUES (?, ?)", (rowid, text))
+
+    @staticmethod
+    def _fts_delete(conn: sqlite3.Connection, rowid: int, tag: str, text: str) -> None:
+        conn.execute(
+            "INSERT INTO chunks_fts (chunks_fts, rowid, scope_tag, seg) VALUES ('delete', ?, ?, ?)",
+            (rowid, tag, segment(text)),
+        )
+        conn.execute("INSERT INTO chunks_tri (chunks_tri, rowid, text) VALUES ('delete', ?, ?)", (rowid, text))
+
+    # ------------------------------------------------------------ chunk reads
+    def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
+        """(id, scope, path, text, text_hash) of chunks with no vector for ``model``."""
+        sql = "SELECT id, scope, path, text, text_hash FROM chunks WHERE (vec_model IS NULL OR vec_model != ?)"
+        params: tuple[object, ...] = (model,)
+        if scope is not None:
+            sql += " AND scope = ?"
+            params += (scope,)
+        return [tuple(r) for r in self.db.query(sql, params)]  # type: ignore[misc]
+
+    def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
+        """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
+        found: dict[str, StoredChunk] = {}
+        scope_marks = ",".join("?" * len(scopes))
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            rows = self.db.query(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({','.join('?' * len(batch))})"
+                f" AND c.scope IN ({scope_marks})",
+                (*batch, *scopes),
+            )
+            for row in rows:
+                found[row[1]] = _stored(row)
+        return found
+
+    def all_chunk_ids(self) -> set[str]:
+        return {r[0] for r in self.db.query("SELECT id FROM chunks")}
+
+    # --------------------------------------------------------- keyword search
+    def search_keyword(self, query: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        """The keyword chain: word index, then trigram, then a bounded LIKE scan.
+
+        ASCII and CJK queries alike go to the segmented word index first (bigrams make 1-2
+        character CJK queries an index lookup). When that finds nothing, trigram catches
+        substrings of 3+ characters; LIKE catches the rest.
+        """
+        built = build_query(query)
+        try:
+            hits = self._search_chain(built, scopes, limit)
+        except sqlite3.DatabaseError as exc:
+            log.warning("keyword index failed (%s); rebuilding it from the chunks table", exc)
+            self.rebuild_fts()
+            hits = self._search_chain(built, scopes, limit)
+        return hits
+
+    def _search_chain(self, built: KeywordQuery, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        if built.words:
+            hits = self._search_words(built.words, scopes, limit)
+            if hits:
+                return hits
+        if built.trigram:
+            hits = self._search_trigram(built.trigram, scopes, limit)
+            if hits:
+                return hits
+        return self._search_like(built.like_terms, scopes, limit)
+
+    def _search_words(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        tags = " OR ".join(f'"{scope_tag(s)}"' for s in scopes)
+        match = f"scope_tag : ({tags}) AND seg : ({expr})"
+        rows = self.db.query(
+            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM (SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS rank"
+            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) f"
+            " JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank",
+            (match, limit),
+        )
+        return _ranked(rows)
+
+    def _search_trigram(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        scope_marks = ",".join("?" * len(scopes))
+        rows = self.db.query(
+            f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
+            f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
+            " ORDER BY rank LIMIT ?",
+            (expr, *scopes, limit),
+        )
+        return _ranked(rows)
+
+    def _search_like(self, terms: Sequence[str], scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        """Ranked by the share of terms found; scores stay in [0.3, 0.65] below real BM25 hits."""
+        if not terms:
+            return []
+        scope_marks = ",".join("?" * len(scopes))
+        hit_sum = " + ".join("(instr(lower(c.text), lower(?)) > 0)" for _ in terms)
+        any_hit = " OR ".join("instr(lower(c.text), lower(?)) > 0" for _ in terms)
+        rows = self.db.query(
+            f"SELECT {_CHUNK_COLUMNS}, ({hit_sum}) AS matched FROM chunks c"
+            f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}) ORDER BY matched DESC, c.rowid LIMIT ?",
+            (*terms, *scopes, *terms, limit),
+        )
+        return [KeywordHit(_stored(row), 0.3 + 0.35 * row[7] / len(terms)) for row in rows]
+
+    # ------------------------------------------------------------ FTS upkeep
+    def check_fts(self) -> bool:
+        """True when both FTS indexes agree with themselves and the chunks table."""
+        try:
+            with self.db.lock:
+                self.db.conn.execute("INSERT INTO chunks_tri (chunks_tri, rank) VALUES ('integrity-check', 1)")
+                self.db.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+                fts_rows = self.db.conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]
+                chunk_rows = self.db.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            return fts_rows == chunk_rows
+        except sqlite3.DatabaseError as exc:
+            log.warning("FTS integrity check failed: %s", exc)
+            return False
+
+    def rebuild_fts(self) -> None:
+        """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database."""
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO chunks_tri (chunks_tri) VALUES ('rebuild')")
+            conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+            rows = conn.execute("SELECT rowid, scope, text FROM chunks").fetchall()
+            conn.executemany(
+                "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
+                ((rowid, scope_tag(scope), segment(text)) for rowid, scope, text in rows),
+            )
+
+    # ------------------------------------------------------- embedding cache
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), 500):
+            batch = hashes[start : start + 500]
+            rows = self.db.query(
+                f"SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({','.join('?' * len(batch))})",
+                (model, *batch),
+            )
+            for text_hash_value, blob in rows:
+                found[text_hash_value] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def store_vectors(self, conn: sqlite3.Connection, model: str, vectors: dict[str, np.ndarray]) -> None:
+        conn.executemany(
+            "INSERT INTO embed_cache (model, text_hash, dim, vector) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (model, text_hash) DO NOTHING",
+            ((model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()),
+        )
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self.db.query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )

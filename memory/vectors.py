@@ -1,0 +1,161 @@
+"""Vector backends. SQLite stays the truth; a backend only maps chunk ids to vectors.
+
+The LanceDB backend keeps one table per embedding model (so a model change never mixes spaces),
+upserts by chunk id, deletes by id, prefilters by scope and measures cosine distance. Past
+``ann_threshold`` rows it builds an IVF_PQ index (searched with a refine step); below that a
+brute-force scan is fast enough. Filter strings are SQL, so every value is quoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VectorRow:
+    id: str
+    scope: str
+    path: str
+    vector: np.ndarray
+
+
+class VectorBackend(ABC):
+    """Where chunk vectors live. Every write is made under the workspace lock by the caller."""
+
+    @abstractmethod
+    def upsert(self, rows: Sequence[VectorRow]) -> None: ...
+
+    @abstractmethod
+    def delete_ids(self, ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def search(self, vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) pairs, best first, only from ``scopes``."""
+
+    @abstractmethod
+    def ids(self) -> set[str]: ...
+
+    @abstractmethod
+    def count(self) -> int: ...
+
+    def maintain(self) -> None:
+        """Background upkeep (an ANN index past a size); optional."""
+
+
+def sql_quote(value: str) -> str:
+    """A SQL string literal: ``it's.md`` becomes ``'it''s.md'``."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class LanceDBBackend(VectorBackend):
+    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 50000) -> None:
+        import lancedb
+
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temp_files(directory)
+        self._db = lancedb.connect(str(directory), read_consistency_interval=timedelta(0))
+        self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
+        self._table = None
+        self._ann_threshold = ann_threshold
+        self._lock = threading.Lock()
+
+    def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
+        if self._table is not None:
+            return self._table
+        if self._name in self._db.list_tables().tables:
+            self._table = self._db.open_table(self._name)
+        elif dim is not None:
+            import pyarrow as pa
+
+            schema = pa.schema(
+                [("id", pa.string()), ("scope", pa.string()), ("path", pa.string()),
+                 ("vector", pa.list_(pa.float32(), dim))]
+            )
+            self._table = self._db.create_table(self._name, schema=schema, exist_ok=True)
+        return self._table
+
+    def upsert(self, rows: Sequence[VectorRow]) -> None:
+        if not rows:
+            return
+        with self._lock:
+            table = self._open(dim=int(rows[0].vector.shape[0]))
+            data = [{"id": r.id, "scope": r.scope, "path": r.path, "vector": r.vector.astype(np.float32)} for r in rows]
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._lock:
+            table = self._open()
+            if table is None:
+                return
+            for start in range(0, len(ids), 1000):
+                batch = ids[start : start + 1000]
+                table.delete("id IN (" + ",".join(sql_quote(i) for i in batch) + ")")
+
+    def search(self, vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        table = self._open()
+        if table is None or not scopes:
+            return []
+        where = "scope IN (" + ",".join(sql_quote(s) for s in scopes) + ")"
+        query = table.search(vector.astype(np.float32).tolist()).distance_type("cosine")
+        query = query.where(where, prefilter=True).limit(limit).select(["id"])
+        if self._has_index(table):
+            query = query.nprobes(20).refine_factor(5)
+        return [(row["id"], 1.0 - float(row["_distance"])) for row in query.to_list()]
+
+    def ids(self) -> set[str]:
+        table = self._open()
+        if table is None:
+            return set()
+        return set(table.to_arrow().column("id").to_pylist())
+
+    def count(self) -> int:
+        table = self._open()
+        return 0 if table is None else int(table.count_rows())
+
+    @staticmethod
+    def _has_index(table) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            return bool(table.list_indices())
+        except Exception:  # pragma: no cover - defensive: search works without
+            return False
+
+    def maintain(self) -> None:
+        """Compact small fragments; build the ANN index once the table passes the threshold."""
+        with self._lock:
+            table = self._open()
+            if table is None:
+                return
+            rows = table.count_rows()
+            try:
+                table.optimize()
+            except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
+                log.warning("vector table optimize failed: %s", exc)
+            if rows >= self._ann_threshold and not self._has_index(table):
+                log.info("building the ANN index over %d vectors", rows)
+                partitions = max(16, int(rows**0.5))
+                table.create_index(metric="cosine", num_partitions=partitions, num_sub_vectors=32,
+                                   index_type="IVF_PQ")
+
+
+def _remove_stale_temp_files(directory: Path) -> None:
+    """A write killed mid-way can leave a large ``data/.tmp*`` file behind; drop it at start-up."""
+    for tmp in directory.glob("*.lance/data/.tmp*"):
+        log.info("removing stale LanceDB temp file %s", tmp)
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)

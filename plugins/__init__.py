@@ -1,0 +1,3 @@
+"""Plugins that intercept messages by event and priority."""
+
+from __future__ import annotations

@@ -1,0 +1,281 @@
+"""The memory index end to end: real SQLite with FTS5, real LanceDB, files on disk."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+
+import pytest
+from support.files import write
+
+from memory import EmbeddingError, HashEmbedding, KNOWLEDGE_SCOPE, MemoryPathError, ScopeError
+
+
+def paths(results: list) -> list[tuple[str, int]]:
+    return [(r.path, r.start_line) for r in results]
+
+
+def test_search_result_has_the_contract_fields(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- Alice deploys the bot with Docker\n")
+    manager = make_manager()
+    [result] = manager.search("docker", "alice")
+    data = result.to_dict()
+    for key in ("path", "start_line", "end_line", "score", "text", "source", "scope"):
+        assert key in data
+    assert (data["path"], data["start_line"], data["end_line"], data["source"], data["scope"]) == (
+        "MEMORY.md", 1, 1, "memory", "alice")
+    assert data["text"] == "- Alice deploys the bot with Docker"
+
+
+def test_resync_of_an_edited_file_leaves_no_stale_hits(workspace, make_manager) -> None:
+    manager = make_manager()
+    path = write(workspace, "alice", "MEMORY.md", "- favourite fruit: mango\n- city: Lisbon\n")
+    write(workspace, "alice", "memory/2026-12-01.md", "- met Bob about the rocket launch\n")
+    manager.sync()
+    assert paths(manager.search("mango", "alice"))
+    path.write_text("- favourite fruit: papaya\n- city: Lisbon\n", encoding="utf-8")
+    manager.sync()
+    assert manager.search("mango", "alice", min_score=0) == [] or all(
+        "mango" not in r.text for r in manager.search("mango", "alice", min_score=0))
+    assert [r.text for r in manager.search("papaya", "alice")] == ["- favourite fruit: papaya\n- city: Lisbon"]
+    assert paths(manager.search("rocket", "alice")) == [("memory/2026-12-01.md", 1)]
+    assert manager.storage.check_fts()
+
+
+def test_a_5000_character_line_is_fully_findable(workspace, make_manager) -> None:
+    words = [f"token{i:04d}" for i in range(500)]
+    write(workspace, "alice", "memory/2026-12-01.md", "header\n" + " ".join(words) + "\n")
+    manager = make_manager(embedder=None)
+    manager.sync()
+    for probe in ("token0000", "token0250", "token0499"):
+        hits = manager.search(probe, "alice")
+        assert hits and probe in hits[0].text and hits[0].start_line == 2
+    ids = manager.db.query("SELECT id FROM chunks")
+    assert len(ids) == len({row[0] for row in ids}) > 5
+
+
+def test_a_deleted_file_disappears_from_results(workspace, make_manager) -> None:
+    manager = make_manager()
+    path = write(workspace, "alice", "memory/2026-11-30.md", "- the wifi password is hunter2\n")
+    manager.sync()
+    assert manager.search("hunter2", "alice")
+    path.unlink()
+    report = manager.sync()
+    assert report.files_removed == 1
+    assert manager.search("hunter2", "alice", min_score=0) == []
+    assert manager.vectors is not None and manager.vectors.count() == 0
+
+
+@pytest.mark.parametrize("query", ["教程", "部署机器人", "Python 教程", "猫"])
+def test_chinese_mixed_and_single_character_queries(workspace, make_manager, query: str) -> None:
+    write(workspace, "alice", "memory/2026-12-01.md", "# 笔记\n- 部署机器人的教程在 wiki 上\n- 我家的猫叫咪咪\n- Python 教程: https://example.org/py\n")
+    write(workspace, "alice", "MEMORY.md", "- likes hiking\n")
+    manager = make_manager(embedder=None)
+    hits = manager.search(query, "alice")
+    assert hits, query
+    expected = {"教程": "教程", "部署机器人": "部署机器人", "Python 教程": "Python 教程", "猫": "猫"}[query]
+    assert expected in hits[0].text
+
+
+def test_keyword_scores_differ_and_keep_bm25_order(workspace, make_manager) -> None:
+    for i in range(6):
+        write(workspace, "alice", f"memory/2026-11-{10 + i}.md", "- apple " * (i + 1) + "\n- filler text about nothing\n")
+    write(workspace, "alice", "memory/2026-11-20.md", "- nothing to see here\n")
+    manager = make_manager(embedder=None, half_life_days=100000)
+    scores = [r.keyword_score for r in manager.search("apple", "alice", limit=10)]
+    assert len(scores) == 6 and len(set(scores)) == 6
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_decay_orders_equal_hits_by_date_and_spares_memory_md(workspace, make_manager) -> None:
+    text = "- the deploy key lives in the vault\n"
+    write(workspace, "alice", "memory/2026-12-01.md", text)
+    write(workspace, "alice", "memory/2026-11-01.md", text)
+    write(workspace, "alice", "MEMORY.md", text)
+    manager = make_manager(embedder=None)
+    hits = manager.search("vault", "alice", min_score=0)
+    assert [h.path for h in hits] == ["MEMORY.md", "memory/2026-12-01.md", "memory/2026-11-01.md"]
+    assert hits[0].decay == 1.0
+    assert hits[1].decay == pytest.approx(math.exp(-math.log(2) / 30 * 1), rel=1e-5)
+    assert hits[2].decay == pytest.approx(math.exp(-math.log(2) / 30 * 31), rel=1e-5)
+    assert hits[2].score == pytest.approx(hits[0].score * hits[2].decay, rel=1e-4)
+
+
+def test_scopes_never_leak(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- alice secret: blue-falcon-42\n")
+    write(workspace, "bob", "MEMORY.md", "- bob likes falcons too\n")
+    (workspace.knowledge_dir / "birds").mkdir(parents=True)
+    (workspace.knowledge_dir / "birds" / "falcon.md").write_text("# Falcon\nA falcon is a bird of prey.\n")
+    manager = make_manager()
+    manager.sync()
+    bob = manager.search("falcon", "bob", min_score=0, limit=20)
+    assert {r.scope for r in bob} == {"bob", KNOWLEDGE_SCOPE}
+    assert all("blue-falcon" not in r.text for r in bob)
+    assert {r.source for r in bob} == {"memory", "knowledge"}
+    with pytest.raises(ScopeError):
+        manager.search("falcon", "../alice")
+
+
+def test_embedding_failure_degrades_search_to_keywords(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- the boat is called Nautilus\n")
+    embedder = HashEmbedding()
+    manager = make_manager(embedder=embedder)
+    manager.sync()
+    embedder.fail_with = EmbeddingError("HTTP 500")
+    hits = manager.search("Nautilus", "alice")
+    assert [h.path for h in hits] == ["MEMORY.md"]
+    assert hits[0].vector_score is None and hits[0].score == hits[0].keyword_score
+
+
+def test_failed_sync_writes_nothing_and_the_next_succeeds(workspace, make_manager) -> None:
+    embedder = HashEmbedding()
+    manager = make_manager(embedder=embedder)
+    write(workspace, "alice", "MEMORY.md", "- first fact\n")
+    manager.sync()
+    before = manager.db.query("SELECT id, text FROM chunks ORDER BY id")
+    write(workspace, "alice", "memory/2026-12-01.md", "- second fact about zebras\n")
+    embedder.fail_with = EmbeddingError("HTTP 500")
+    report = manager.sync()
+    assert not report.ok and "nothing was written" in (report.error or "")
+    assert manager.db.query("SELECT id, text FROM chunks ORDER BY id") == before
+    assert ("alice", "memory/2026-12-01.md") not in manager.storage.files()
+    embedder.fail_with = None
+    report = manager.sync()
+    assert report.ok and report.files_changed == 1
+    assert paths(manager.search("zebras", "alice")) == [("memory/2026-12-01.md", 1)]
+
+
+def test_batched_embedding_calls_and_no_calls_on_resync(workspace, make_manager) -> None:
+    embedder = HashEmbedding(batch_size=16)
+    manager = make_manager(embedder=embedder)
+    for i in range(100):
+        write(workspace, "alice", f"memory/2026-10-{(i % 28) + 1:02d}-{i}.md", f"- note number {i} about topic {i * 7}\n")
+    report = manager.sync()
+    chunks = manager.storage.count_chunks()
+    assert chunks == 100
+    assert report.embed_calls == math.ceil(chunks / 16) == embedder.calls
+    again = manager.sync()
+    assert again.embed_calls == 0 and embedder.calls == math.ceil(chunks / 16)
+    assert again.files_changed == 0
+
+
+def test_changing_the_model_reembeds_from_stored_text(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- one\n- two\n")
+    first = make_manager(embedder=HashEmbedding(model_id="hash:a"))
+    first.sync()
+    second = make_manager(embedder=HashEmbedding(model_id="hash:b"))
+    report = second.sync()
+    assert report.embed_calls == 1 and report.vectors_written == 1
+    assert manager_vec_models(second) == {"hash:b"}
+
+
+def manager_vec_models(manager) -> set[str]:
+    return {row[0] for row in manager.db.query("SELECT vec_model FROM chunks")}
+
+
+def test_dreams_and_dot_folders_are_not_indexed(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/dreams/2026-12-01.md", "- dreamt of unicorns\n")
+    write(workspace, "alice", "memory/.history/MEMORY.1.md", "- unicorns in history\n")
+    write(workspace, "alice", "memory/2026-12-01.md", "- real day\n")
+    manager = make_manager(embedder=None)
+    manager.sync()
+    assert {p for _, p in manager.storage.files()} == {"memory/2026-12-01.md"}
+    assert manager.search("unicorns", "alice") == []
+
+
+def test_search_syncs_files_changed_on_disk(workspace, make_manager) -> None:
+    manager = make_manager(embedder=None)
+    manager.sync()
+    write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
+    manager._last_disk_check.clear()
+    assert paths(manager.search("kayaking", "alice")) == [("MEMORY.md", 1)]
+
+
+def test_appended_daily_memory_is_searchable_at_once(workspace, make_manager) -> None:
+    manager = make_manager()
+    manager.search("anything", "alice")
+    manager.append_daily("alice", "- booked flights to Osaka")
+    assert [r.path for r in manager.search("Osaka", "alice")][:1] == [manager_daily_name(manager)]
+
+
+def manager_daily_name(manager) -> str:
+    from datetime import datetime
+
+    return f"memory/{datetime.now():%Y-%m-%d}.md"
+
+
+def test_a_corrupt_fts_index_is_rebuilt_from_chunks(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n")
+    manager = make_manager(embedder=None)
+    manager.sync()
+    with manager.db.lock:
+        manager.db.conn.execute("DELETE FROM chunks_tri_data WHERE id > 1")
+        manager.db.conn.execute("DELETE FROM chunks_fts_data WHERE id > 1")
+    assert not manager.storage.check_fts()
+    manager.storage.rebuild_fts()
+    assert manager.storage.check_fts()
+    assert paths(manager.search("parrot", "alice")) == [("MEMORY.md", 1)]
+
+
+def test_an_apostrophe_in_a_file_name_works_with_vectors(workspace, make_manager) -> None:
+    (workspace.knowledge_dir / "misc").mkdir(parents=True)
+    path = workspace.knowledge_dir / "misc" / "it's.md"
+    path.write_text("# It's\nthe quoted file about lanterns\n")
+    manager = make_manager()
+    manager.sync()
+    assert [r.path for r in manager.search("lanterns", "alice")] == ["knowledge/misc/it's.md"]
+    path.unlink()
+    manager.sync()
+    assert manager.search("lanterns", "alice", min_score=0) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["../../etc/passwd", "/etc/passwd", "memory/../../bob/MEMORY.md", "index.db", "scopes/bob/MEMORY.md", "a\x00b.md", ""],
+)
+def test_read_lines_refuses_paths_outside_the_scope(workspace, make_manager, bad: str) -> None:
+    write(workspace, "bob", "MEMORY.md", "- bob's secret\n")
+    manager = make_manager(embedder=None)
+    with pytest.raises(MemoryPathError):
+        manager.read_lines("alice", bad)
+
+
+def test_read_lines_refuses_a_symlink_out(workspace, make_manager, tmp_path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("top secret\n")
+    daily = workspace.daily_dir("alice")
+    daily.mkdir(parents=True)
+    os.symlink(secret, daily / "link.md")
+    manager = make_manager(embedder=None)
+    with pytest.raises(MemoryPathError):
+        manager.read_lines("alice", "memory/link.md")
+
+
+def test_read_lines_returns_the_requested_lines(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-12-01.md", "one\ntwo\nthree\nfour\n")
+    manager = make_manager(embedder=None)
+    assert manager.read_lines("alice", "memory/2026-12-01.md", 2, 2) == "two\nthree"
+
+
+def test_two_managers_on_one_workspace_do_not_duplicate_vectors(workspace, make_manager) -> None:
+    import threading
+
+    for i in range(30):
+        write(workspace, "alice", f"memory/2026-09-{i + 1:02d}.md", f"- fact {i}\n")
+    first, second = make_manager(), make_manager()
+    threads = [threading.Thread(target=m.sync) for m in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert first.vectors is not None
+    assert first.vectors.count() == 30 == len(first.vectors.ids())
+
+
+def test_database_is_sqlite_wal(workspace, make_manager) -> None:
+    manager = make_manager(embedder=None)
+    conn = sqlite3.connect(workspace.db_path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert manager.storage.check_fts()
