@@ -1,0 +1,197 @@
+"""One turn: an incoming message in, one reply out, with memory read and written on the way.
+
+1. the system prompt is rebuilt from disk (persona, the scope's MEMORY.md, memory rules);
+2. the session's visible history is loaded from the conversation store;
+3. the LLM and the tools go back and forth, at most ``agent.max_steps`` times;
+4. every new message is stored as it happens (the user's first, so an LLM failure loses nothing);
+5. past the context budget the oldest turns are trimmed and a flush job is recorded in the same
+   transaction; the flush worker turns it into daily memory later, so no flush blocks a reply.
+
+Turns of one chat run in order (a lock per chat); different chats run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from channels import IncomingMessage, Reply
+from memory import MemoryManager
+from memory.conversations import ConversationStore
+
+from .config import AgentSettings, ContextSettings
+from .context import trim_point
+from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
+from .prompt import PromptBuilder, PromptContext
+from .scopes import scope_for
+from .tools import ToolBox, ToolContext
+
+log = logging.getLogger(__name__)
+
+_FAILURE_REPLIES = {
+    "unreachable": "I can't reach my language model right now, so I can't answer. Your message is saved; please try again in a moment.",
+    "auth": "My language model rejected my credentials (the operator needs to fix llm.api_key). Your message is saved.",
+    "model": "My configured language model doesn't exist on the server (the operator needs to fix llm.model). Your message is saved.",
+    "rate_limit": "My language model is busy (rate-limited). Your message is saved; please try again in a minute.",
+}
+_DEFAULT_FAILURE = "Something went wrong talking to my language model. Your message is saved; please try again."
+
+
+@dataclass(frozen=True)
+class TurnIdentity:
+    """Who a turn is for: its session (one per chat), scope and permissions."""
+
+    session_id: str
+    scope: str
+    user: str
+    is_admin: bool
+
+
+class ChatLocks:
+    """One asyncio lock per chat, dropped when nobody waits on it (so the map doesn't grow forever)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def __call__(self, key: str, body: Callable[[], Any]) -> Any:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                return await body()
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        memory: MemoryManager,
+        conversations: ConversationStore,
+        llm: LLMClient,
+        toolbox: ToolBox,
+        prompt: PromptBuilder,
+        context: ContextSettings,
+        settings: AgentSettings,
+        scope_mode: str = "user",
+        admins: frozenset[str] = frozenset(),
+        thread_scope: bool = False,
+        on_flush_job: Callable[[], None] | None = None,
+        clock: Callable[[], datetime] = datetime.now,
+    ) -> None:
+        self.memory = memory
+        self.conversations = conversations
+        self.llm = llm
+        self.toolbox = toolbox
+        self.prompt = prompt
+        self.context = context
+        self.settings = settings
+        self.scope_mode = scope_mode
+        self.admins = admins
+        self.thread_scope = thread_scope
+        self._on_flush_job = on_flush_job or (lambda: None)
+        self._clock = clock
+        self._locks = ChatLocks()
+
+    def identify(self, message: IncomingMessage) -> TurnIdentity:
+        user = f"{message.channel}:{message.user_id}"
+        return TurnIdentity(
+            session_id=message.chat_key,
+            scope=scope_for(message, self.scope_mode, thread_scope=self.thread_scope),
+            user=user,
+            is_admin=user in self.admins,
+        )
+
+    async def handle(self, message: IncomingMessage) -> Reply:
+        """Answer ``message``; turns of the same chat are serialised."""
+        return await self._locks(message.chat_key, lambda: self._turn(message))
+
+    async def _turn(self, message: IncomingMessage) -> Reply:
+        who = self.identify(message)
+        now = self._clock()
+        await asyncio.to_thread(self.conversations.ensure_session, who.session_id, who.scope, message.channel)
+        user_message: Message = {"role": "user", "content": message.text}
+        await asyncio.to_thread(self.conversations.append_messages, who.session_id, [user_message])
+        ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
+        system = self.prompt.build(PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
+        try:
+            try:
+                text = await self._converse(who, ctx, system)
+            except ContextLengthExceeded:
+                log.warning("context too long for session %s: trimming harder and retrying once", who.session_id)
+                await asyncio.to_thread(self._trim, who.session_id, now, "overflow", True)
+                text = await self._converse(who, ctx, system)
+        except LLMError as exc:
+            log.error("turn failed for session %s: %s", who.session_id, exc)
+            return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
+        await asyncio.to_thread(self._trim, who.session_id, now, "trim", False)
+        return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
+
+    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str) -> str:
+        """The LLM ⇄ tools loop; stores each assistant and tool message as it happens."""
+        tools = self.toolbox.schemas(ctx)
+        for _step in range(self.settings.max_steps):
+            messages = await asyncio.to_thread(self._llm_messages, who.session_id, system)
+            response = await self.llm.complete(messages, tools)
+            assistant = response.to_message()
+            if not response.tool_calls:
+                text = response.content.strip() or "(no answer)"
+                assistant["content"] = text
+                await asyncio.to_thread(self.conversations.append_messages, who.session_id, [assistant])
+                return text
+            results: list[Message] = [assistant]
+            for call in response.tool_calls:
+                output = await self.toolbox.call(ctx, call.name, call.arguments)
+                results.append({"role": "tool", "tool_call_id": call.id, "content": output})
+            await asyncio.to_thread(self.conversations.append_messages, who.session_id, results)
+        text = "I looked through my memory several times but couldn't finish; please ask again more specifically."
+        await asyncio.to_thread(self.conversations.append_messages, who.session_id, [{"role": "assistant", "content": text}])
+        return text
+
+    def _llm_messages(self, session_id: str, system: str) -> list[Message]:
+        history = self.conversations.load_messages(session_id, self.context.max_turns + 1)
+        session = self.conversations.get_session(session_id)
+        head: list[Message] = [{"role": "system", "content": system}]
+        if session is not None and session.summary:
+            head.append({"role": "system", "content": f"Summary of the earlier conversation:\n{session.summary}"})
+        return head + _drop_orphan_tool_messages(history)
+
+    def _trim(self, session_id: str, now: datetime, reason: str, harder: bool) -> None:
+        """Trim the context when over budget (or always, harder, after an overflow)."""
+        stored = self.conversations.context_messages(session_id)
+        if harder:
+            visible = [i for i, item in enumerate(stored) if item.visible]
+            cut = visible[len(visible) // 2] if len(visible) > 1 else None
+            new_start = stored[cut].seq if cut else None
+        else:
+            new_start = trim_point(stored, self.context.max_turns, self.context.max_tokens)
+        if new_start is None:
+            return
+        job = self.conversations.trim(session_id, new_start, reason, now.strftime("%Y-%m-%d"))
+        if job is not None:
+            log.info("session %s: trimmed seq %d-%d (%s), flush job %d", session_id, job.seq_from, job.seq_to, reason, job.id)
+            self._on_flush_job()
+
+
+def _drop_orphan_tool_messages(history: list[Message]) -> list[Message]:
+    """Tool results whose assistant call was trimmed away would be rejected by the API."""
+    known: set[str] = set()
+    kept: list[Message] = []
+    for message in history:
+        if message.get("role") == "assistant":
+            known.update(call["id"] for call in message.get("tool_calls") or [])
+        if message.get("role") == "tool" and message.get("tool_call_id") not in known:
+            continue
+        kept.append(message)
+    while kept and kept[0].get("role") not in ("user", "system"):
+        kept.pop(0)
+    return kept

@@ -1,0 +1,167 @@
+"""Tools the LLM can call, each bound to the turn's scope.
+
+A tool never raises into the agent loop: a bad argument, a refused path or a failure becomes a
+short error string the model reads and can act on. Memory is synchronous (SQLite, LanceDB), so
+tools run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memory import MemoryManager, MemoryPathError
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_OUTPUT_CHARS = 12_000
+MAX_GET_LINES = 300
+
+
+class ToolError(Exception):
+    """What the model did wrong, in words it can act on."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    scope: str
+    user: str  # "<channel>:<user id>"
+    is_admin: bool
+    now: datetime
+
+
+class Tool(ABC):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    admin_only: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+    @abstractmethod
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str: ...
+
+
+def _text_arg(args: dict[str, Any], name: str, *, required: bool = True, max_len: int = 10_000) -> str:
+    value = args.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ToolError(f"'{name}' must be a non-empty string")
+    if len(value) > max_len:
+        raise ToolError(f"'{name}' is longer than {max_len} characters")
+    return value
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise ToolError(f"'{name}' must be a whole number")
+    if not low <= int(value) <= high:
+        raise ToolError(f"'{name}' must be between {low} and {high}")
+    return int(value)
+
+
+class MemorySearch(Tool):
+    name = "memory_search"
+    description = ("Search this conversation's long-term memory, daily notes and the knowledge base by meaning "
+                   "and keywords. Returns the best matching passages with their file and line numbers.")
+    parameters = {"type": "object", "properties": {
+        "query": {"type": "string", "description": "keywords or a short question"},
+        "limit": {"type": "integer", "description": "most results (1-20)", "default": 6}}, "required": ["query"]}
+
+    def __init__(self, memory: MemoryManager) -> None:
+        self.memory = memory
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        query = _text_arg(args, "query", max_len=1000)
+        limit = _int_arg(args, "limit", 6, 1, 20)
+        results = await asyncio.to_thread(self.memory.search, query, ctx.scope, limit=limit)
+        if not results:
+            return json.dumps({"results": [], "note": "nothing found; try other words or read recent daily memory"})
+        return json.dumps({"results": [
+            {"path": r.path, "start_line": r.start_line, "end_line": r.end_line, "score": round(r.score, 3),
+             "source": r.source, "text": r.text[:1500]} for r in results]}, ensure_ascii=False)
+
+
+class MemoryGet(Tool):
+    name = "memory_get"
+    description = ("Read lines of a memory file: MEMORY.md, memory/YYYY-MM-DD.md (daily notes) or "
+                   "knowledge/<category>/<page>.md.")
+    parameters = {"type": "object", "properties": {
+        "path": {"type": "string"},
+        "start_line": {"type": "integer", "default": 1},
+        "num_lines": {"type": "integer", "default": 100}}, "required": ["path"]}
+
+    def __init__(self, memory: MemoryManager) -> None:
+        self.memory = memory
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        path = _text_arg(args, "path", max_len=500)
+        start = _int_arg(args, "start_line", 1, 1, 10_000_000)
+        count = _int_arg(args, "num_lines", 100, 1, MAX_GET_LINES)
+        try:
+            text = await asyncio.to_thread(self.memory.read_lines, ctx.scope, path, start, count)
+        except MemoryPathError as exc:
+            raise ToolError(str(exc)) from None
+        return text if text else f"(no lines at {start} in {path})"
+
+
+class MemoryWrite(Tool):
+    name = "memory_write"
+    description = "Save a fact worth remembering to today's daily memory (one short line, absolute dates)."
+    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    def __init__(self, memory: MemoryManager) -> None:
+        self.memory = memory
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        text = " ".join(_text_arg(args, "text", max_len=2000).split())
+        line = text if text.startswith("- ") else f"- {text}"
+        path = await asyncio.to_thread(self.memory.append_daily, ctx.scope, line, when=ctx.now)
+        return f"saved to memory/{path.name}"
+
+
+class ToolBox:
+    """The tools of a turn: their schemas for the model, and a call that never raises."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    def schemas(self, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [t.schema() for t in self._tools.values() if ctx.is_admin or not t.admin_only]
+
+    async def call(self, ctx: ToolContext, name: str, raw_arguments: str) -> str:
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"error: unknown tool {name!r}; available: {', '.join(sorted(self._tools))}"
+        if tool.admin_only and not ctx.is_admin:
+            return f"error: {name} is only available to admins; tell the user you cannot do this"
+        try:
+            args = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return f"error: the arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
+        if not isinstance(args, dict):
+            return "error: the arguments must be a JSON object"
+        try:
+            output = await tool.run(ctx, args)
+        except ToolError as exc:
+            return f"error: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the model sees the failure instead of the turn dying
+            log.exception("tool %s failed", name)
+            return f"error: {name} failed: {type(exc).__name__}: {exc}"
+        return output if len(output) <= MAX_TOOL_OUTPUT_CHARS else output[:MAX_TOOL_OUTPUT_CHARS] + "\n[… cut]"
+
+
+def memory_tools(memory: MemoryManager) -> list[Tool]:
+    return [MemorySearch(memory), MemoryGet(memory), MemoryWrite(memory)]

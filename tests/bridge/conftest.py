@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from fakes.openai_server import FakeOpenAI
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
