@@ -6,20 +6,25 @@ same workspace, index and settings as the running bot.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import logging
 import os
+from collections.abc import Sequence
+from datetime import date, datetime
 from functools import cached_property
 
 from memory import MemoryManager, Workspace, make_embedder
 from memory.conversations import ConversationStore
+from memory.dream import DeepDream, DreamResult
 from memory.flush import Flusher
 from memory.scopes import GLOBAL_SCOPE
 
 from .agent import Agent
 from .config import AppConfig
-from .llm import LLMClient, OpenAIChat
+from .llm import LLMClient, Message, OpenAIChat
 from .prompt import PromptBuilder
+from .timer import DailyTimer
 from .tools import ToolBox, memory_tools
 from .worker import FlushWorker, llm_summarizer
 
@@ -78,6 +83,52 @@ class Services:
             thread_scope=self.config.channels.slack.thread_scope,
             on_flush_job=self.flush_worker.notify,
         )
+
+    @cached_property
+    def dreamer(self) -> DeepDream:
+        return DeepDream(self.memory, self.config.memory.dream)
+
+    async def _complete(self, messages: Sequence[Message]) -> str:
+        return (await self.llm.complete(messages)).content
+
+    async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult:
+        """Deep Dream for one scope now, with the configured LLM."""
+        return await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force)
+
+    async def nightly(self, day: date, lookback_days: int) -> None:
+        """The nightly pass: summarise each session active on ``day``, finish pending flushes,
+        dream each scope that has daily memory, then drop conversation rows past retention.
+        One scope's failure does not stop the others."""
+        since = datetime.combine(day, datetime.min.time()).timestamp()
+        summarize = llm_summarizer(self.llm)
+        for session in await asyncio.to_thread(self.conversations.sessions_active_since, since):
+            try:
+                await self.flush_worker.flusher.daily_summary(session.id, day.isoformat(), summarize)
+            except Exception:  # noqa: BLE001
+                log.exception("daily summary of session %s failed", session.id)
+        await self.flush_worker.drain()
+        if self.config.memory.dream.enabled:
+            for scope in self.workspace.list_scopes():
+                if not self.dreamer.has_daily_content(scope, day, lookback_days):
+                    continue
+                try:
+                    result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)
+                    log.info("deep dream %s: %s", scope, result.reason)
+                except Exception:  # noqa: BLE001
+                    log.exception("deep dream of scope %s failed", scope)
+        await asyncio.to_thread(self.conversations.cleanup, self.config.conversation.max_age_days)
+
+    @cached_property
+    def timer(self) -> DailyTimer:
+        def last_run() -> date | None:
+            value = self.memory.storage.get_meta("nightly.last_run")
+            return date.fromisoformat(value) if value else None
+
+        def set_last_run(day: date) -> None:
+            with self.memory.db.transaction() as conn:
+                self.memory.storage.set_meta(conn, "nightly.last_run", day.isoformat())
+
+        return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=last_run, set_last_run=set_last_run)
 
     def terminal_scope(self) -> str:
         """The scope of the person at this terminal (``terminal-<user>``, or ``global``)."""

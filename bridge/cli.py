@@ -7,10 +7,12 @@ with a non-zero exit status: 2 for a bad command line or configuration, 1 for a 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from memory import MemoryPathError, ScopeError, SyncReport
@@ -127,6 +129,56 @@ def cmd_memory_add(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
+    scope = _scope(services, args, must_exist=True)
+    result = _run_async(services, services.dream(scope, days=args.days, force=args.force))
+    if args.json:
+        _print_json({**result.__dict__, "scope": scope})
+    else:
+        print(f"{scope}: {result.reason}")
+        if result.diff:
+            print(result.diff, end="")
+    return 0 if result.status in ("written", "skipped") else 1
+
+
+def cmd_memory_history(services: Services, args: argparse.Namespace) -> int:
+    scope = _scope(services, args, must_exist=True)
+    versions = services.dreamer.memory_file.versions(scope)
+    if args.json:
+        _print_json([v.__dict__ for v in versions])
+        return 0
+    if not versions:
+        print(f"MEMORY.md of {scope} has no recorded versions yet")
+    for v in versions:
+        when = datetime.fromtimestamp(v.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{v.id:>5}  {when}  {v.entries:>3} entries  {v.cause}")
+    return 0
+
+
+def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
+    scope = _scope(services, args, must_exist=True)
+    try:
+        version, diff = services.dreamer.memory_file.revert(scope, args.version)
+    except KeyError as exc:
+        raise CommandError(exc.args[0]) from None
+    if args.json:
+        _print_json({"scope": scope, "version": version, "diff": diff})
+    else:
+        print(f"{scope}: MEMORY.md restored (now version {version})")
+        print(diff, end="")
+    return 0
+
+
+def _run_async(services: Services, coroutine: Any) -> Any:
+    async def runner() -> Any:
+        try:
+            return await coroutine
+        finally:
+            await services.aclose()
+
+    return asyncio.run(runner())
+
+
 # ------------------------------------------------------------------- doctor
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
     from .doctor import run_checks
@@ -170,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("--lines", type=_positive, default=None, help="how many lines")
     mem_add = add(memory, "add", cmd_memory_add, "append a note to today's daily memory")
     mem_add.add_argument("text", nargs="+")
+    dream = add(memory, "dream", cmd_memory_dream, "run Deep Dream now and print the MEMORY.md diff")
+    dream.add_argument("--days", type=_days, default=None, help="daily files to read (1-30; default memory.dream.lookback_days)")
+    dream.add_argument("--force", action="store_true", help="dream even over daily memory already dreamt")
+    add(memory, "history", cmd_memory_history, "list MEMORY.md versions")
+    revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)")
+    revert.add_argument("version", nargs="?", type=_positive, default=None)
 
     add(commands, "doctor", cmd_doctor, "check config, LLM, embeddings, SQLite and LanceDB", scope=False)
     return parser
@@ -182,6 +240,13 @@ def _positive(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return number
+
+
+def _days(value: str) -> int:
+    number = _positive(value)
+    if number > 30:
+        raise argparse.ArgumentTypeError(f"{number} days is more than 30")
     return number
 
 

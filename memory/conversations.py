@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL, done_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE TABLE IF NOT EXISTS daily_summaries (session_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
 """
 
 
@@ -218,6 +219,19 @@ class ConversationStore:
             )
             conn.execute("DELETE FROM jobs WHERE status = 'done' AND done_at < ?", (cutoff,))
         return int(deleted)
+
+    def daily_summary_seq(self, session_id: str) -> int:
+        """The last seq covered by a nightly summary of this session (0 when none yet)."""
+        rows = self.db.query("SELECT last_seq FROM daily_summaries WHERE session_id = ?", (session_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def set_daily_summary_seq(self, session_id: str, seq: int) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO daily_summaries (session_id, last_seq) VALUES (?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq",
+                (session_id, seq),
+            )
 
     # ----------------------------------------------------------------- jobs
     def pending_jobs(self) -> list[FlushJob]:

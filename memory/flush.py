@@ -76,6 +76,15 @@ def fallback_summary(messages: Sequence[Message], max_lines: int = 8, max_chars:
     return "\n".join(lines[-max_lines:])
 
 
+async def _summarize(messages: Sequence[Message], summarize: Summarizer, what: str) -> tuple[str, FlushOutcome]:
+    """The LLM's summary, or the rule-based one when the LLM fails: turns are never lost."""
+    try:
+        return (await summarize(messages)).strip(), FlushOutcome.WRITTEN
+    except Exception as exc:  # noqa: BLE001 - any summariser failure falls back
+        log.warning("%s: summariser failed (%s); using the rule-based summary", what, exc)
+        return fallback_summary(messages), FlushOutcome.FALLBACK
+
+
 def _marker(job_id: int) -> str:
     return f"<!-- flush:{job_id} -->"
 
@@ -107,12 +116,7 @@ class Flusher:
         if not conversation_text(messages):
             await asyncio.to_thread(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
-        outcome = FlushOutcome.WRITTEN
-        try:
-            summary = (await summarize(messages)).strip()
-        except Exception as exc:  # noqa: BLE001 - any LLM failure falls back, never loses the turns
-            log.warning("flush job %d: summariser failed (%s); using the rule-based summary", job.id, exc)
-            summary, outcome = fallback_summary(messages), FlushOutcome.FALLBACK
+        summary, outcome = await _summarize(messages, summarize, f"flush job {job.id}")
         if is_sentinel(summary):
             await asyncio.to_thread(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
@@ -122,15 +126,45 @@ class Flusher:
         return outcome if written else FlushOutcome.ALREADY
 
     def _append_once(self, job: FlushJob, summary: str) -> bool:
-        target = self.memory.workspace.daily_file(job.scope, job.day)
-        marker = _marker(job.id)
+        return self._append_block(job.scope, job.day, _marker(job.id), "conversation notes", summary)
+
+    def _append_block(self, scope: str, day: str, marker: str, title: str, summary: str) -> bool:
+        """Append a titled block unless one with ``marker`` is already there (a re-run after a crash)."""
+        target = self.memory.workspace.daily_file(scope, day)
         with self.memory.lock:
             if target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"):
                 return False
-            block = f"## {self._clock():%H:%M} conversation notes {marker}\n{summary}\n"
-            append_text(target, block)
-        self.memory.mark_dirty(job.scope)
+            append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
+        self.memory.mark_dirty(scope)
         return True
+
+    async def daily_summary(self, session_id: str, day: str, summarize: Summarizer) -> FlushOutcome:
+        """Summarise what a session said on ``day`` since its last daily summary (the nightly pass).
+
+        Trimmed turns already reached daily memory through flush jobs; this covers the turns still
+        in the context, so that Deep Dream sees the whole day. Nothing new → nothing is written.
+        """
+        session = await asyncio.to_thread(self.store.get_session, session_id)
+        if session is None:
+            return FlushOutcome.NOTHING
+        since = await asyncio.to_thread(self.store.daily_summary_seq, session_id)
+        start = max(since + 1, session.context_start_seq)
+        stored = [
+            m for m in await asyncio.to_thread(self.store.context_messages, session_id)
+            if m.seq >= start and datetime.fromtimestamp(m.created_at).strftime("%Y-%m-%d") == day
+        ]
+        messages = strip_scheduled_pairs([m.message for m in stored])
+        if not stored or not conversation_text(messages):
+            return FlushOutcome.NOTHING
+        last_seq = stored[-1].seq
+        summary, outcome = await _summarize(messages, summarize, f"daily summary of {session_id}")
+        if is_sentinel(summary):
+            outcome = FlushOutcome.NOTHING
+        else:
+            marker = f"<!-- daily:{session_id}:{last_seq} -->"
+            await asyncio.to_thread(self._append_block, session.scope, day, marker, "daily summary", summary)
+        await asyncio.to_thread(self.store.set_daily_summary_seq, session_id, last_seq)
+        return outcome
 
     def _remember_in_context(self, session_id: str, summary: str) -> None:
         """Put the summary at the head of the remaining context, so the thread is not lost."""

@@ -1,0 +1,405 @@
+"""Slack: DMs and @mentions in channels, over Socket Mode or the HTTP Events API.
+
+Everything Slack-specific stays here: slack-bolt verifies and acknowledges deliveries, this
+module turns the events that are meant for the bot into :class:`IncomingMessage` objects and
+sends answers back as Slack ``mrkdwn``.
+
+Threads and chats. A mention in a channel is answered in the mention's thread. With
+``thread_scope`` off the whole channel is one chat (one ``chat_key``), so ``thread_id`` stays
+``None`` and :meth:`SlackChannel.send` derives the reply thread from the raw event instead; with
+``thread_scope`` on, ``thread_id`` is the thread's ts and every thread is a chat of its own.
+
+Ordering. slack-bolt acknowledges an event before any listener code runs. The listeners only
+filter, de-duplicate and queue (no awaits), and bolt authorizes from the ``auth.test`` result
+taken at start instead of fetching it on the first event, so nothing suspends between receipt
+and queueing: queue order is arrival order. Each chat's turns then run one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Hashable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    async_default_handlers,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from .base import Channel, ChatType, IncomingMessage, MessageHandler, Reply, split_message
+
+__all__ = ["SlackChannel", "markdown_to_mrkdwn"]
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+PLACEHOLDER_TEXT = "…"
+#: How many event ids / message ts are remembered to drop Slack's re-deliveries.
+_DEDUPE_MEMORY = 2000
+#: Placeholders whose answer never came are forgotten after this many newer ones.
+_PLACEHOLDER_MEMORY = 256
+_RATE_LIMIT_RETRIES = 3
+_SOCKET_CONNECT_TIMEOUT_S = 30.0
+
+
+class _Recent:
+    """The last ``size`` keys seen: enough to catch re-deliveries without growing forever."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+
+    def add(self, key: Hashable) -> bool:
+        """Remember ``key``; False if it was already remembered."""
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return True
+
+
+class SlackChannel(Channel):
+    """A Slack app: every DM is a turn, and so is every @mention in a channel."""
+
+    name = "slack"
+    max_message_chars = 3900
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        api_url: str = "https://slack.com/api/",
+        host: str = "127.0.0.1",
+        port: int = 3000,
+        thread_scope: bool = False,
+        progress: bool = False,
+    ) -> None:
+        if not app_token and not signing_secret:
+            raise ValueError(
+                "Slack over the HTTP Events API needs channels.slack.signing_secret "
+                "(or set channels.slack.app_token to use Socket Mode)"
+            )
+        self._bot_token = bot_token
+        self._app_token = app_token or None
+        self._host = host
+        self._port = port
+        self._thread_scope = thread_scope
+        self._progress = progress
+        self._client = AsyncWebClient(token=bot_token, base_url=api_url, retry_handlers=_retry_handlers())
+        self._app = self._build_app(signing_secret or "", api_url)
+        self._on_message: MessageHandler | None = None
+        self._auth: AuthorizeResult | None = None
+        self._bot_user_id = ""
+        self._seen_events = _Recent(_DEDUPE_MEMORY)
+        self._seen_messages = _Recent(_DEDUPE_MEMORY)
+        self._tails: dict[str, asyncio.Task[None]] = {}
+        self._placeholders: dict[str, str] = {}
+        self._runner: web.AppRunner | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def http_port(self) -> int | None:
+        """The port the Events API endpoint really listens on (useful with ``port=0``)."""
+        if self._runner is None or not self._runner.addresses:
+            return None
+        return int(self._runner.addresses[0][1])
+
+    async def start(self, on_message: MessageHandler) -> None:
+        """Learn who the bot is, then listen on Socket Mode or the HTTP endpoint."""
+        self._on_message = on_message
+        identity = await self._client.auth_test()
+        self._bot_user_id = identity.get("user_id") or ""
+        self._auth = AuthorizeResult.from_auth_test_response(
+            bot_token=self._bot_token, auth_test_response=identity
+        )
+        if self._app_token:
+            await self._start_socket_mode(self._app_token)
+        else:
+            await self._start_http()
+
+    async def stop(self) -> None:
+        """Stop intake. Turns already handed on finish on their own: the bridge owns them."""
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            await socket.close_async()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _start_socket_mode(self, app_token: str) -> None:
+        handler = AsyncSocketModeHandler(self._app, app_token, web_client=self._client)
+        self._socket = handler
+        try:
+            # slack_sdk's connect loop retries every error forever, so fetch the URL ourselves:
+            # a bad app token then fails start() at once, and a dead endpoint within the timeout.
+            opened = await self._client.apps_connections_open(app_token=app_token)
+            handler.client.wss_uri = opened["url"]
+            await asyncio.wait_for(handler.connect_async(), _SOCKET_CONNECT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await self.stop()
+            raise ConnectionError(
+                f"Slack Socket Mode did not connect within {_SOCKET_CONNECT_TIMEOUT_S:.0f} s"
+            ) from None
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start_http(self) -> None:
+        web_app = web.Application()
+        web_app.router.add_post(EVENTS_PATH, self._handle_http)
+        runner = web.AppRunner(web_app)
+        await runner.setup()
+        self._runner = runner
+        try:
+            await web.TCPSite(runner, self._host, self._port).start()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("Slack Events API listening on http://%s:%s%s", self._host, self.http_port, EVENTS_PATH)
+
+    async def _handle_http(self, request: web.Request) -> web.Response:
+        """bolt checks the signature and timestamp (401 otherwise) and answers url_verification."""
+        response = await self._app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    # -- intake ------------------------------------------------------------------------------
+
+    def _build_app(self, signing_secret: str, api_url: str) -> AsyncApp:
+        """A bolt app authorized from our own start-time ``auth.test`` (no fetch per event).
+
+        Its client has no token of its own: bolt takes the token from the authorize result, and
+        giving both only earns a warning.
+        """
+
+        async def authorize() -> AuthorizeResult | None:
+            # A closure, not a method: bolt passes arguments by the names it finds, "self" included.
+            return self._auth
+
+        app = AsyncApp(
+            name="membridge",
+            signing_secret=signing_secret,
+            client=AsyncWebClient(base_url=api_url, retry_handlers=_retry_handlers()),
+            authorize=authorize,
+        )
+
+        async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+            # Channel messages that mention the bot come again as app_mention; answer that one.
+            if event.get("channel_type") == "im":
+                self._accept(body, event, "direct")
+
+        async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+            self._accept(body, event, "group")
+
+        app.event("message")(on_message)
+        app.event("app_mention")(on_mention)
+        return app
+
+    def _accept(self, body: dict[str, Any], event: dict[str, Any], chat_type: ChatType) -> None:
+        """Hand a person's message on once, however often Slack delivers it."""
+        if self._is_noise(event):
+            return
+        event_id = body.get("event_id")
+        if event_id and not self._seen_events.add(event_id):
+            return
+        if not self._seen_messages.add((event.get("channel"), event.get("ts"))):
+            return
+        self._schedule(self._to_incoming(body, event, chat_type))
+
+    def _is_noise(self, event: dict[str, Any]) -> bool:
+        """Bots (ourselves included), edits, joins and other non-messages are not turns."""
+        return bool(
+            event.get("subtype")
+            or event.get("bot_id")
+            or not event.get("user")
+            or event.get("user") == self._bot_user_id
+            or not event.get("ts")
+        )
+
+    def _to_incoming(
+        self, body: dict[str, Any], event: dict[str, Any], chat_type: ChatType
+    ) -> IncomingMessage:
+        team = body.get("team_id") or event.get("team") or (self._auth.team_id if self._auth else None)
+        return IncomingMessage(
+            channel=self.name,
+            chat_id=event["channel"],
+            chat_type=chat_type,
+            user_id=event["user"],
+            user_name=event["user"],
+            text=self._clean_text(event.get("text") or ""),
+            message_id=event["ts"],
+            thread_id=_reply_thread(event) if self._thread_scope else None,
+            team=team,
+            raw=event,
+        )
+
+    def _clean_text(self, text: str) -> str:
+        """Drop the bot's own @mention and undo Slack's escaping of ``&<>``."""
+        if self._bot_user_id:
+            text = re.sub(rf"\s*<@{re.escape(self._bot_user_id)}(?:\|[^>]*)?>\s*", " ", text)
+        return text.strip().replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+    def _schedule(self, message: IncomingMessage) -> None:
+        """Run the turn after the ack, behind earlier turns of the same chat."""
+        key = message.chat_key
+        task = asyncio.create_task(self._run_turn(message, self._tails.get(key)))
+        self._tails[key] = task
+        task.add_done_callback(lambda done: self._forget_tail(key, done))
+
+    def _forget_tail(self, key: str, task: asyncio.Task[None]) -> None:
+        """Drop a finished chat's entry unless a newer turn is already queued behind it."""
+        if self._tails.get(key) is task:
+            del self._tails[key]
+
+    async def _run_turn(self, message: IncomingMessage, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        assert self._on_message is not None
+        try:
+            await self._on_message(message)
+        except Exception:
+            log.exception("Slack turn %s failed", message.dedupe_key)
+
+    # -- output ------------------------------------------------------------------------------
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        """Post the answer in the turn's thread; the first part replaces a progress placeholder."""
+        text = markdown_to_mrkdwn(reply.text) if reply.markdown else _escape(reply.text)
+        parts = [part for part in split_message(text, self.max_message_chars) if part.strip()]
+        thread_ts = reply.thread_id or to.thread_id or _reply_thread(to.raw)
+        placeholder = self._placeholders.pop(to.dedupe_key, None)
+        for index, part in enumerate(parts):
+            if index == 0 and placeholder is not None:
+                await self._client.chat_update(channel=to.chat_id, ts=placeholder, text=part)
+            else:
+                await self._client.chat_postMessage(channel=to.chat_id, text=part, thread_ts=thread_ts)
+
+    def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
+        """With ``progress`` on, a "…" message that :meth:`send` later turns into the answer."""
+        return self._placeholder(to) if self._progress else nullcontext()
+
+    @asynccontextmanager
+    async def _placeholder(self, to: IncomingMessage) -> AsyncIterator[None]:
+        thread_ts = to.thread_id or _reply_thread(to.raw)
+        try:
+            posted = await self._client.chat_postMessage(
+                channel=to.chat_id, text=PLACEHOLDER_TEXT, thread_ts=thread_ts
+            )
+        except SlackApiError as error:
+            log.warning("Slack placeholder not posted in %s: %s", to.chat_id, error)
+        else:
+            self._placeholders[to.dedupe_key] = posted["ts"]
+            if len(self._placeholders) > _PLACEHOLDER_MEMORY:
+                del self._placeholders[next(iter(self._placeholders))]
+        yield
+
+
+def _retry_handlers() -> list[AsyncRetryHandler]:
+    """slack_sdk's connection retries plus waiting out 429s as their Retry-After says."""
+    return [*async_default_handlers(), AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES)]
+
+
+def _reply_thread(event: Any) -> str | None:
+    """Where the answer to ``event`` goes: a mention's thread (new or existing), a DM's thread."""
+    if not isinstance(event, dict):
+        return None
+    if event.get("type") == "app_mention":
+        return event.get("thread_ts") or event.get("ts")
+    return event.get("thread_ts")
+
+
+# -- Markdown → mrkdwn ---------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_QUOTE = re.compile(r"^\s{0,3}>(?:\s*>)*\s?")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)(?:\s+#+)?\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+")
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\(\s*<?([^\s)>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^\s>]+)>")
+_BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(.+?)(?<=\S)\*\*\*")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)")
+_ITALIC = re.compile(r"(?<![*\w])\*(?=\S)(.+?)(?<=\S)\*(?![*\w])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_EMPHASIS_MARKS = re.compile(r"\*\*|__")
+_STASHED = re.compile("\ue000(\\d+)\ue001")
+_BOLD_MARK = "\ue002"  # stands in for "*" until italics are converted, so they stay bold
+_RULE_TEXT = "──────────"
+
+
+def markdown_to_mrkdwn(text: str) -> str:
+    """Rewrite the Markdown an LLM writes into Slack's ``mrkdwn``.
+
+    ``**b**`` → ``*b*``, ``*i*`` → ``_i_``, ``~~s~~`` → ``~s~``, ``[t](u)`` → ``<u|t>``,
+    headings → bold lines, bullets → "•". ``&<>`` are escaped everywhere (Slack reads them as
+    markup), which also keeps a model from writing live ``<!here>`` or ``<@U…>`` mentions.
+    """
+    lines: list[str] = []
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            lines.append("```")  # Slack shows a language tag as code text, so it goes
+        else:
+            lines.append(_escape(line) if in_fence else _convert_line(line))
+    return "\n".join(lines)
+
+
+def _convert_line(line: str) -> str:
+    quote = _QUOTE.match(line)
+    prefix, body = ("> ", line[quote.end() :]) if quote else ("", line)
+    if _RULE.match(body):
+        return prefix + _RULE_TEXT
+    heading = _HEADING.match(body)
+    if heading:
+        return f"{prefix}*{_inline(_EMPHASIS_MARKS.sub('', heading.group(1)))}*"
+    bullet = _BULLET.match(body)
+    if bullet:
+        return f"{prefix}{bullet.group(1)}• {_inline(body[bullet.end() :])}"
+    return prefix + _inline(body)
+
+
+def _inline(text: str) -> str:
+    """Convert emphasis and links in one line; code spans and URLs are kept out of the way."""
+    stash: list[str] = []
+
+    def keep(converted: str) -> str:
+        stash.append(converted)
+        return f"\ue000{len(stash) - 1}\ue001"
+
+    text = _INLINE_CODE.sub(lambda m: keep(_escape(m.group(0))), text)
+    text = _LINK.sub(lambda m: keep(_link(m.group(2), m.group(1))), text)
+    text = _AUTOLINK.sub(lambda m: keep(f"<{_escape(m.group(1))}>"), text)
+    text = _escape(text)
+    text = _BOLD_ITALIC.sub(lambda m: f"{_BOLD_MARK}_{m.group(1)}_{_BOLD_MARK}", text)
+    text = _BOLD.sub(lambda m: f"{_BOLD_MARK}{m.group(1) or m.group(2)}{_BOLD_MARK}", text)
+    text = _ITALIC.sub(r"_\1_", text)
+    text = _STRIKE.sub(r"~\1~", text)
+    text = text.replace(_BOLD_MARK, "*")
+    return _STASHED.sub(lambda m: stash[int(m.group(1))], text)
+
+
+def _link(url: str, label: str) -> str:
+    label = _escape(_EMPHASIS_MARKS.sub("", label)).replace("|", "/")
+    return f"<{_escape(url)}|{label}>" if label.strip() else f"<{_escape(url)}>"
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,308 @@
+"""Deep Dream: distil recent daily memory into MEMORY.md, safely, with a way back.
+
+One LLM call reads MEMORY.md and the last ``lookback_days`` daily files and answers with a
+``[MEMORY]`` section (the new MEMORY.md) and a ``[DREAM]`` section (a diary). The output is refused,
+leaving MEMORY.md as it was, when it has no ``[MEMORY]``, more than ``max_entries`` entries, or drops
+more than ``max_loss`` of the old entries. Otherwise MEMORY.md is replaced atomically and every
+state is kept as a version in SQLite, so ``revert`` restores the exact previous bytes.
+
+Dedupe hashes the daily content only (not MEMORY.md, which the dream itself rewrites) and is stored
+in SQLite, so the same input is not dreamt twice, even across a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from .config import DreamSettings
+from .manager import MemoryManager, append_text
+
+log = logging.getLogger(__name__)
+
+Complete = Callable[[Sequence[dict[str, str]]], Awaitable[str]]
+"""Sends chat messages to the LLM and returns its text answer."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_versions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, created_at REAL NOT NULL,
+    cause TEXT NOT NULL, entries INTEGER NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_versions_scope ON memory_versions (scope, id);
+CREATE TABLE IF NOT EXISTS dream_state (
+    scope TEXT PRIMARY KEY, input_hash TEXT NOT NULL, dreamed_at REAL NOT NULL
+);
+"""
+
+DREAM_PROMPT = """You maintain a person's long-term memory file, MEMORY.md. You are given the current MEMORY.md and
+recent daily notes (newest first). Produce an updated MEMORY.md:
+- merge new durable facts from the daily notes; update entries the notes contradict (newer wins);
+- drop items that are stale or no longer true; keep everything else, in substance, from the old file;
+- keep absolute dates (YYYY-MM-DD), never "yesterday"; keep the language the person uses;
+- invent nothing that is not in the inputs; one fact per "- " bullet; at most {max_entries} entries.
+Then write a short diary paragraph about what you noticed.
+Answer in exactly this form:
+[MEMORY]
+- entry
+- entry
+[DREAM]
+diary text"""
+
+_ENTRY_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
+_SECTION_RE = re.compile(r"^[#*\s]*\[(MEMORY|DREAM)\][*\s:]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def count_entries(text: str) -> int:
+    return sum(1 for line in text.splitlines() if _ENTRY_RE.match(line))
+
+
+@dataclass(frozen=True)
+class DreamOutput:
+    memory: str | None
+    dream: str
+
+
+def parse_dream_output(text: str) -> DreamOutput:
+    """Find the ``[MEMORY]`` and ``[DREAM]`` sections in any order, ignoring fences and chatter."""
+    cleaned = re.sub(r"^\s*```[\w-]*\s*$", "", text, flags=re.MULTILINE)
+    marks = list(_SECTION_RE.finditer(cleaned))
+    sections: dict[str, str] = {}
+    for index, mark in enumerate(marks):
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(cleaned)
+        sections.setdefault(mark.group(1).upper(), cleaned[mark.end():end].strip())
+    memory = sections.get("MEMORY")
+    return DreamOutput(memory=memory, dream=sections.get("DREAM", ""))
+
+
+@dataclass(frozen=True)
+class Version:
+    id: int
+    scope: str
+    created_at: float
+    cause: str
+    entries: int
+    sha256: str
+
+
+@dataclass
+class DreamResult:
+    status: str  # written | skipped | refused | failed
+    reason: str
+    diff: str = ""
+    entries_before: int = 0
+    entries_after: int = 0
+    version: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.status == "written"
+
+
+def atomic_write(target: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder, fsync, rename: a crash leaves old or new, never torn."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def unified_diff(before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), "MEMORY.md (before)", "MEMORY.md (after)"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+class MemoryFile:
+    """MEMORY.md of each scope with its versions: every write is atomic and recorded."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self.manager = manager
+        manager.db.execute_script(SCHEMA)
+
+    def read(self, scope: str) -> bytes:
+        path = self.manager.workspace.memory_file(scope)
+        return path.read_bytes() if path.is_file() else b""
+
+    def versions(self, scope: str) -> list[Version]:
+        rows = self.manager.db.query(
+            "SELECT id, scope, created_at, cause, entries, sha256 FROM memory_versions WHERE scope = ? ORDER BY id DESC",
+            (scope,),
+        )
+        return [Version(*row) for row in rows]
+
+    def content(self, scope: str, version: int) -> bytes:
+        rows = self.manager.db.query("SELECT content FROM memory_versions WHERE scope = ? AND id = ?", (scope, version))
+        if not rows:
+            known = ", ".join(str(v.id) for v in self.versions(scope)) or "none"
+            raise KeyError(f"MEMORY.md of scope {scope!r} has no version {version} (versions: {known})")
+        return bytes(rows[0][0])
+
+    def _record(self, scope: str, data: bytes, cause: str) -> int:
+        with self.manager.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO memory_versions (scope, created_at, cause, entries, sha256, content) VALUES (?, ?, ?, ?, ?, ?)",
+                (scope, time.time(), cause, count_entries(data.decode("utf-8", "replace")),
+                 hashlib.sha256(data).hexdigest(), data),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def _keep_current(self, scope: str) -> None:
+        """Record the file on disk as a version if it is not the latest one (edited by hand)."""
+        current = self.read(scope)
+        latest = self.versions(scope)
+        if current and (not latest or latest[0].sha256 != hashlib.sha256(current).hexdigest()):
+            self._record(scope, current, "as found on disk")
+
+    def write(self, scope: str, data: bytes, cause: str) -> int:
+        """Replace MEMORY.md atomically, keeping the old content as a version first."""
+        target = self.manager.workspace.memory_file(scope)
+        with self.manager.lock:
+            for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed writer
+                stale.unlink(missing_ok=True)
+            self._keep_current(scope)
+            atomic_write(target, data)
+            version = self._record(scope, data, cause)
+        self.manager.mark_dirty(scope)
+        return version
+
+    def revert(self, scope: str, version: int | None = None) -> tuple[int, str]:
+        """Restore ``version`` (default: the one before the current); returns (new version, diff)."""
+        with self.manager.lock:
+            self._keep_current(scope)
+            versions = self.versions(scope)
+            if version is None:
+                if len(versions) < 2:
+                    raise KeyError(f"MEMORY.md of scope {scope!r} has no earlier version to revert to")
+                version = versions[1].id
+            data = self.content(scope, version)
+            before = self.read(scope)
+            new_version = self.write(scope, data, f"revert to version {version}")
+        return new_version, unified_diff(before.decode("utf-8", "replace"), data.decode("utf-8", "replace"))
+
+    def forget(self, scope: str, text: str) -> tuple[list[str], int | None]:
+        """Remove the entries containing ``text`` (case-insensitive); returns (removed, new version)."""
+        needle = text.strip().lower()
+        if not needle:
+            raise ValueError("say what to forget")
+        with self.manager.lock:
+            lines = self.read(scope).decode("utf-8", "replace").splitlines(keepends=True)
+            removed = [line.strip() for line in lines if _ENTRY_RE.match(line) and needle in line.lower()]
+            if not removed:
+                return [], None
+            kept = [line for line in lines if not (_ENTRY_RE.match(line) and needle in line.lower())]
+            version = self.write(scope, "".join(kept).encode("utf-8"), f"forget {text.strip()[:60]!r}")
+        return removed, version
+
+
+class DeepDream:
+    def __init__(self, manager: MemoryManager, settings: DreamSettings, *, clock: Callable[[], datetime] = datetime.now) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.memory_file = MemoryFile(manager)
+        self._clock = clock
+
+    def daily_window(self, scope: str, day: date, lookback_days: int) -> list[tuple[str, str | None]]:
+        """(date, content or None when missing) for the window ending at ``day``, newest first."""
+        window = []
+        for offset in range(lookback_days):
+            current = (day - timedelta(days=offset)).isoformat()
+            path = self.manager.workspace.daily_file(scope, current)
+            text = path.read_text(encoding="utf-8", errors="replace").strip() if path.is_file() else ""
+            window.append((current, text or None))
+        return window
+
+    def has_daily_content(self, scope: str, day: date, lookback_days: int) -> bool:
+        return any(text for _, text in self.daily_window(scope, day, lookback_days))
+
+    async def dream(
+        self, scope: str, complete: Complete, *, lookback_days: int | None = None, force: bool = False, day: date | None = None
+    ) -> DreamResult:
+        lookback = lookback_days or self.settings.lookback_days
+        day = day or self._clock().date()
+        window = await asyncio.to_thread(self.daily_window, scope, day, lookback)
+        if not any(text for _, text in window):
+            return DreamResult("skipped", f"no daily memory in the last {lookback} day(s); MEMORY.md left as it is")
+        input_hash = hashlib.sha256(repr(window).encode("utf-8")).hexdigest()
+        if not force and await asyncio.to_thread(self._already_dreamt, scope, input_hash):
+            return DreamResult("skipped", "already dreamt over exactly this daily memory")
+        before = (await asyncio.to_thread(self.memory_file.read, scope)).decode("utf-8", "replace")
+        try:
+            answer = await complete(self._prompt(before, window))
+        except Exception as exc:  # noqa: BLE001 - a failed dream changes nothing
+            log.warning("deep dream for %s failed: %s", scope, exc)
+            return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
+        return await asyncio.to_thread(self._apply, scope, before, answer, input_hash, day)
+
+    def _prompt(self, memory: str, window: list[tuple[str, str | None]]) -> list[dict[str, str]]:
+        days = "\n\n".join(f"### {d}\n{text if text else '(no notes this day)'}" for d, text in window)
+        user = f"## Current MEMORY.md\n{memory.strip() or '(empty)'}\n\n## Daily notes, newest first\n{days}"
+        return [{"role": "system", "content": DREAM_PROMPT.format(max_entries=self.settings.max_entries)},
+                {"role": "user", "content": user}]
+
+    def _already_dreamt(self, scope: str, input_hash: str) -> bool:
+        rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))
+        return bool(rows) and rows[0][0] == input_hash
+
+    def _apply(self, scope: str, before: str, answer: str, input_hash: str, day: date) -> DreamResult:
+        parsed = parse_dream_output(answer)
+        old_entries = count_entries(before)
+        refusal = self._refusal(parsed, old_entries)
+        if refusal:
+            log.warning("deep dream for %s refused: %s", scope, refusal)
+            return DreamResult("refused", refusal + "; MEMORY.md left as it is", entries_before=old_entries)
+        assert parsed.memory is not None
+        after = parsed.memory.strip() + "\n"
+        diff = unified_diff(before, after)
+        version = None
+        if after != before:
+            version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream")
+        if parsed.dream:
+            self._write_diary(scope, day, parsed.dream)
+        with self.manager.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO dream_state (scope, input_hash, dreamed_at) VALUES (?, ?, ?) ON CONFLICT (scope)"
+                " DO UPDATE SET input_hash = excluded.input_hash, dreamed_at = excluded.dreamed_at",
+                (scope, input_hash, time.time()),
+            )
+        new_entries = count_entries(after)
+        reason = f"MEMORY.md updated: {old_entries} → {new_entries} entries" if diff else "MEMORY.md already up to date"
+        return DreamResult("written" if diff else "skipped", reason, diff, old_entries, new_entries, version)
+
+    def _refusal(self, parsed: DreamOutput, old_entries: int) -> str | None:
+        if parsed.memory is None:
+            return "the model's answer has no [MEMORY] section"
+        new_entries = count_entries(parsed.memory)
+        if new_entries > self.settings.max_entries:
+            return f"the new MEMORY.md has {new_entries} entries, over the limit of {self.settings.max_entries}"
+        if old_entries and (old_entries - new_entries) / old_entries > self.settings.max_loss:
+            return (f"the new MEMORY.md drops {old_entries - new_entries} of {old_entries} entries, more than "
+                    f"memory.dream.max_loss ({self.settings.max_loss:.0%}) allows")
+        return None
+
+    def _write_diary(self, scope: str, day: date, text: str) -> None:
+        path = self.manager.workspace.dreams_dir(scope) / f"{day.isoformat()}.md"
+        with self.manager.lock:
+            append_text(path, f"## {self._clock():%H:%M}\n{text.strip()}\n")

@@ -1,0 +1,341 @@
+"""SlackChannel driven through real slack-bolt / slack_sdk against FakeSlack.
+
+HTTP Events API requests are signed and posted like Slack posts them; Socket Mode events are
+pushed over the fake's WebSocket. Every wait is bounded, so a regression fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import pytest
+from slack_sdk.errors import SlackApiError
+from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign
+
+from channels.base import ChatType, IncomingMessage, Reply
+from channels.slack import SlackChannel, markdown_to_mrkdwn
+
+SECRET = "test-signing-secret"
+DM = "D0DIRECT"
+ROOM = "C0ROOM"
+USER = "U0ALICE"
+QUIET_S = 0.3  # how long to watch for something that must not happen
+
+
+class Recorder:
+    """The bridge's stand-in: records each turn and answers it through the channel."""
+
+    def __init__(self) -> None:
+        self.channel: SlackChannel | None = None
+        self.messages: list[IncomingMessage] = []
+        self.slow: set[str] = set()
+
+    async def __call__(self, message: IncomingMessage) -> None:
+        self.messages.append(message)
+        if message.text in self.slow:
+            await asyncio.sleep(0.3)
+        assert self.channel is not None
+        await self.channel.send(Reply(f"echo: {message.text}"), message)
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+async def _running(channel: SlackChannel, recorder: Recorder) -> SlackChannel:
+    recorder.channel = channel
+    await asyncio.wait_for(channel.start(recorder), 10)
+    return channel
+
+
+@pytest.fixture
+async def http_channel(slack: FakeSlack, recorder: Recorder) -> AsyncIterator[SlackChannel]:
+    channel = SlackChannel(bot_token=BOT_TOKEN, signing_secret=SECRET, api_url=slack.api_url, port=0)
+    await _running(channel, recorder)
+    yield channel
+    await channel.stop()
+
+
+async def _post(
+    channel: SlackChannel,
+    payload: dict[str, Any],
+    *,
+    secret: str = SECRET,
+    timestamp: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    body = json.dumps(payload).encode()
+    all_headers = {**sign(body, secret, timestamp), **(headers or {})}
+    url = f"http://127.0.0.1:{channel.http_port}/slack/events"
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with session.post(url, data=body, headers=all_headers) as response:
+            return response.status, await response.text()
+
+
+def _dm(text: str, ts: str = "1700000001.000100", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel": DM,
+        "channel_type": "im",
+        "user": USER,
+        "text": text,
+        "ts": ts,
+        "team": TEAM_ID,
+        **extra,
+    }
+
+
+def _mention(text: str, ts: str = "1700000002.000200", **extra: Any) -> dict[str, Any]:
+    return {"type": "app_mention", "channel": ROOM, "user": USER, "text": text, "ts": ts, "team": TEAM_ID, **extra}
+
+
+async def test_signed_dm_round_trip(slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel) -> None:
+    event = _dm("hi <@UBOT> &lt;b&gt; &amp; more")
+    status, _ = await _post(http_channel, event_callback(event))
+    assert status == 200
+    posted = await slack.wait_posted(1)
+
+    (message,) = recorder.messages
+    expected = IncomingMessage(
+        channel="slack",
+        chat_id=DM,
+        chat_type="direct",
+        user_id=USER,
+        user_name=USER,
+        text="hi <b> & more",
+        message_id=event["ts"],
+        thread_id=None,
+        team=TEAM_ID,
+        received_at=0,
+    )
+    assert replace(message, received_at=0) == expected
+    assert message.raw == event
+    assert message.chat_key == f"slack:{TEAM_ID}:{DM}:"
+    assert [(p["channel"], p["text"], p["thread_ts"]) for p in posted] == [
+        (DM, "echo: hi &lt;b&gt; &amp; more", None)
+    ]
+    assert [c["method"] for c in slack.calls].count("auth.test") == 1
+
+
+async def test_url_verification_answers_the_challenge(http_channel: SlackChannel, recorder: Recorder) -> None:
+    payload = {"token": "verification-token", "challenge": "c-123", "type": "url_verification"}
+    status, text = await _post(http_channel, payload)
+    assert status == 200
+    assert json.loads(text) == {"challenge": "c-123"}
+    assert recorder.messages == []
+
+
+@pytest.mark.parametrize(
+    ("secret", "age_s"),
+    [("wrong-secret", 0), (SECRET, 600)],
+    ids=["bad-signature", "stale-timestamp"],
+)
+async def test_unverified_request_is_401_and_ignored(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel, secret: str, age_s: int
+) -> None:
+    status, _ = await _post(
+        http_channel, event_callback(_dm("sneaky")), secret=secret, timestamp=int(time.time()) - age_s
+    )
+    assert status == 401
+    await asyncio.sleep(QUIET_S)
+    assert recorder.messages == []
+    assert slack.posted == []
+
+
+async def test_retried_event_is_acknowledged_and_answered_once(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    payload = event_callback(_dm("once please"), event_id="Ev0RETRY")
+    assert (await _post(http_channel, payload))[0] == 200
+    retry = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    assert (await _post(http_channel, payload, headers=retry))[0] == 200
+    await slack.wait_posted(1)
+    await asyncio.sleep(QUIET_S)
+    assert [m.text for m in recorder.messages] == ["once please"]
+    assert len(slack.posted) == 1
+
+
+async def test_mention_is_answered_once_in_its_thread(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    mention = _mention("<@UBOT> what's up?")
+    same_message = {**mention, "type": "message", "channel_type": "channel"}
+    assert (await _post(http_channel, event_callback(same_message)))[0] == 200
+    assert (await _post(http_channel, event_callback(mention)))[0] == 200
+    posted = await slack.wait_posted(1)
+    await asyncio.sleep(QUIET_S)
+
+    (message,) = recorder.messages
+    assert (message.chat_type, message.chat_id, message.text) == ("group", ROOM, "what's up?")
+    assert message.thread_id is None  # without thread_scope the channel is one chat
+    assert message.chat_key == f"slack:{TEAM_ID}:{ROOM}:"
+    assert [(p["channel"], p["thread_ts"]) for p in posted] == [(ROOM, mention["ts"])]
+
+
+async def test_thread_scope_gives_each_thread_its_own_chat(slack: FakeSlack, recorder: Recorder) -> None:
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, signing_secret=SECRET, api_url=slack.api_url, port=0, thread_scope=True
+    )
+    await _running(channel, recorder)
+    try:
+        in_thread = _mention("<@UBOT> and this?", ts="1700000003.000300", thread_ts="1700000000.000001")
+        await _post(channel, event_callback(_mention("<@UBOT> top")))
+        await _post(channel, event_callback(in_thread))
+        posted = await slack.wait_posted(2)
+    finally:
+        await channel.stop()
+    top, threaded = sorted(recorder.messages, key=lambda m: m.message_id)
+    assert (top.thread_id, threaded.thread_id) == ("1700000002.000200", "1700000000.000001")
+    assert top.chat_key != threaded.chat_key
+    assert sorted(p["thread_ts"] for p in posted) == ["1700000000.000001", "1700000002.000200"]
+
+
+async def test_bots_and_edits_are_ignored(slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel) -> None:
+    noise = [
+        _dm("my own words", ts="1700000010.000001", user="UBOT", bot_id="BBOT"),
+        _dm("another bot", ts="1700000010.000002", user="U0OTHER", bot_id="B0OTHER"),
+        _dm("", ts="1700000010.000003", subtype="message_changed", message=_dm("edited")),
+        _dm("joined", ts="1700000010.000004", subtype="channel_join"),
+    ]
+    for event in noise:
+        assert (await _post(http_channel, event_callback(event)))[0] == 200
+    await _post(http_channel, event_callback(_dm("real", ts="1700000010.000005")))
+    await slack.wait_posted(1)
+    await asyncio.sleep(QUIET_S)
+    assert [m.text for m in recorder.messages] == ["real"]
+    assert len(slack.posted) == 1
+
+
+async def test_one_chat_is_answered_in_arrival_order(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    recorder.slow.add("first")
+    await _post(http_channel, event_callback(_dm("first", ts="1700000020.000001")))
+    await _post(http_channel, event_callback(_dm("second", ts="1700000020.000002")))
+    posted = await slack.wait_posted(2)
+    assert [p["text"] for p in posted] == ["echo: first", "echo: second"]
+
+
+async def test_socket_mode_round_trip_keeps_arrival_order(slack: FakeSlack, recorder: Recorder) -> None:
+    channel = SlackChannel(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url)
+    await _running(channel, recorder)
+    texts = [f"socket {i}" for i in range(5)]
+    try:
+        envelope_ids = [
+            await slack.push_socket_event(event_callback(_dm(text, ts=f"1700000030.00000{i}")))
+            for i, text in enumerate(texts)
+        ]
+        acks = await slack.wait_acks(len(texts))
+        posted = await slack.wait_posted(len(texts))
+    finally:
+        await channel.stop()
+        await channel.stop()  # safe twice
+    assert sorted(ack["envelope_id"] for ack in acks) == sorted(envelope_ids)
+    assert [m.text for m in recorder.messages] == texts
+    assert [(p["channel"], p["text"]) for p in posted] == [(DM, f"echo: {text}") for text in texts]
+
+
+async def test_socket_mode_bad_app_token_fails_start(slack: FakeSlack, recorder: Recorder) -> None:
+    channel = SlackChannel(bot_token=BOT_TOKEN, app_token="xapp-wrong", api_url=slack.api_url)
+    with pytest.raises(SlackApiError, match="invalid_auth"):
+        await asyncio.wait_for(channel.start(recorder), 5)
+    await channel.stop()
+
+
+def test_http_mode_needs_a_signing_secret() -> None:
+    with pytest.raises(ValueError, match=r"channels\.slack\.signing_secret"):
+        SlackChannel(bot_token=BOT_TOKEN)
+
+
+def _idle_channel(slack: FakeSlack, **options: Any) -> SlackChannel:
+    """A channel that only sends: no start needed."""
+    return SlackChannel(bot_token=BOT_TOKEN, signing_secret=SECRET, api_url=slack.api_url, **options)
+
+
+def _incoming(event: dict[str, Any], chat_type: ChatType = "direct") -> IncomingMessage:
+    return IncomingMessage(
+        channel="slack",
+        chat_id=event["channel"],
+        chat_type=chat_type,
+        user_id=USER,
+        user_name=USER,
+        text=event["text"],
+        message_id=event["ts"],
+        team=TEAM_ID,
+        raw=event,
+    )
+
+
+async def test_rate_limit_is_waited_out(slack: FakeSlack) -> None:
+    slack.fail_next("chat.postMessage", status=429, retry_after=1)
+    started = time.monotonic()
+    await asyncio.wait_for(_idle_channel(slack).send(Reply("hello"), _incoming(_dm("hi"))), 10)
+    assert time.monotonic() - started >= 1
+    assert [c["method"] for c in slack.calls].count("chat.postMessage") == 2
+    assert [p["text"] for p in slack.posted] == ["hello"]
+
+
+async def test_long_reply_is_split_in_order(slack: FakeSlack) -> None:
+    text = "\n".join(f"line {i:04d} " + "x" * 80 for i in range(100))[:9000]
+    await asyncio.wait_for(_idle_channel(slack).send(Reply(text), _incoming(_dm("long?"))), 10)
+    parts = [p["text"] for p in slack.posted]
+    assert len(parts) == 3
+    assert all(len(part) <= 3900 for part in parts)
+    assert "\n".join(parts) == text
+    assert {(p["channel"], p["thread_ts"]) for p in slack.posted} == {(DM, None)}
+
+
+def test_markdown_becomes_mrkdwn() -> None:
+    markdown = (
+        "# Plan & *scope*\n"
+        "**Bold**, *italic*, ***both***, ~~gone~~ and snake_case_name.\n"
+        "- see [the docs](https://example.com/a?b=1&c=2) or <https://example.org>\n"
+        "* `x < y && z` stays code\n"
+        "> quoted **bit**\n"
+        "```python\n"
+        "if a < b:\n"
+        "```\n"
+        "<!here> 2 * 3 * 4"
+    )
+    assert markdown_to_mrkdwn(markdown) == (
+        "*Plan &amp; _scope_*\n"
+        "*Bold*, _italic_, *_both_*, ~gone~ and snake_case_name.\n"
+        "• see <https://example.com/a?b=1&amp;c=2|the docs> or <https://example.org>\n"
+        "• `x &lt; y &amp;&amp; z` stays code\n"
+        "> quoted *bit*\n"
+        "```\n"
+        "if a &lt; b:\n"
+        "```\n"
+        "&lt;!here&gt; 2 * 3 * 4"
+    )
+
+
+async def test_progress_placeholder_becomes_the_answer(slack: FakeSlack) -> None:
+    channel = _idle_channel(slack, progress=True)
+    message = _incoming(_mention("<@UBOT> think"), chat_type="group")
+    async with channel.working(message):
+        (placeholder,) = await slack.wait_posted(1)
+    await asyncio.wait_for(channel.send(Reply("**done**"), message), 5)
+    assert (placeholder["channel"], placeholder["text"], placeholder["thread_ts"]) == (ROOM, "…", message.message_id)
+    assert slack.updated == [{"channel": ROOM, "ts": placeholder["ts"], "text": "*done*"}]
+    assert len(slack.posted) == 1
+
+
+async def test_without_progress_working_posts_nothing(slack: FakeSlack) -> None:
+    async with _idle_channel(slack).working(_incoming(_dm("hi"))):
+        pass
+    assert slack.calls == []

@@ -1,0 +1,290 @@
+"""A scriptable, in-process stand-in for Slack's Web API and Socket Mode.
+
+Tests drive the *real* slack_sdk / slack-bolt against it, so token handling, retries on 429,
+JSON vs form bodies and the Socket Mode envelope/ack protocol are exercised on the wire rather
+than against mocks of the client library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+__all__ = ["FakeSlack", "event_callback", "sign"]
+
+BOT_TOKEN = "xoxb-fake-bot-token"
+APP_TOKEN = "xapp-fake-app-token"
+TEAM_ID = "T0FAKE"
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+APP_ID = "AFAKE"
+
+# Methods that take the app-level token instead of the bot token.
+_APP_TOKEN_METHODS = {"apps.connections.open"}
+
+
+def sign(body: bytes, secret: str, timestamp: int | str | None = None) -> dict[str, str]:
+    """Headers Slack would send with ``body``: the v0 HMAC-SHA256 of ``v0:{ts}:{body}``."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    base = b"v0:" + ts.encode() + b":" + body
+    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+        "Content-Type": "application/json",
+    }
+
+
+def event_callback(
+    event: dict[str, Any], *, event_id: str | None = None, team_id: str = TEAM_ID
+) -> dict[str, Any]:
+    """Wrap an event the way the Events API (and a Socket Mode ``payload``) carries it."""
+    return {
+        "token": "verification-token",
+        "team_id": team_id,
+        "api_app_id": APP_ID,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": team_id, "user_id": BOT_USER_ID, "is_bot": True, "is_enterprise_install": False}
+        ],
+    }
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: int | None
+    error: str
+    times: int
+
+
+class FakeSlack:
+    """Slack's Web API under ``/api/`` and a Socket Mode WebSocket, on 127.0.0.1.
+
+    Use as ``async with FakeSlack() as slack:`` and point the client at ``slack.api_url``.
+    Records what was posted (``posted``, ``updated``), every call (``calls``) and every Socket
+    Mode ack (``acks``); ``fail_next`` scripts errors such as rate limits.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        team_id: str = TEAM_ID,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+    ) -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.calls: list[dict[str, Any]] = []
+        self.posted: list[dict[str, Any]] = []
+        self.updated: list[dict[str, Any]] = []
+        self.acks: list[dict[str, Any]] = []
+        self._failures: dict[str, _Failure] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._ts = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/socket/{connection}", self._socket)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for socket in list(self._sockets):
+            await socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def api_url(self) -> str:
+        """slack_sdk's ``base_url`` for this fake (with the trailing slash it expects)."""
+        return f"http://127.0.0.1:{self._port}/api/"
+
+    # -- scripting and waiting -----------------------------------------------------------------
+
+    def fail_next(
+        self, method: str, status: int = 429, retry_after: int | None = 1, times: int = 1, error: str | None = None
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``status`` (and ``Retry-After``)."""
+        default_error = "ratelimited" if status == 429 else "internal_error"
+        self._failures[method] = _Failure(status, retry_after, error or default_error, times)
+
+    async def wait_posted(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` messages were posted; return them all."""
+        await self._wait_for(lambda: len(self.posted) >= n, timeout, f"{n} posted messages")
+        return self.posted
+
+    async def wait_updated(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` chat.update calls succeeded; return them all."""
+        await self._wait_for(lambda: len(self.updated) >= n, timeout, f"{n} updated messages")
+        return self.updated
+
+    async def wait_acks(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` Socket Mode envelopes were acknowledged; return the acks."""
+        await self._wait_for(lambda: len(self.acks) >= n, timeout, f"{n} socket acks")
+        return self.acks
+
+    async def push_socket_event(
+        self, payload: dict[str, Any], *, retry_attempt: int = 0, timeout: float = 5
+    ) -> str:
+        """Send an ``events_api`` envelope to the connected client; return its envelope id."""
+        await self._wait_for(lambda: bool(self._sockets), timeout, "a Socket Mode connection")
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "payload": payload,
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def _wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        try:
+            async with self._changed:
+                await asyncio.wait_for(self._changed.wait_for(ready), timeout)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"FakeSlack: timed out after {timeout}s waiting for {what}") from None
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # -- Web API ---------------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await _read_args(request)
+        self.calls.append({"method": method, "args": args})
+        expected = self.app_token if method in _APP_TOKEN_METHODS else self.bot_token
+        token = _bearer(request) or args.get("token")
+        if token != expected:
+            return web.json_response({"ok": False, "error": "not_authed" if not token else "invalid_auth"})
+        failure = self._failures.get(method)
+        if failure is not None:
+            return self._fail(method, failure)
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        body = handler(args) if handler is not None else {}
+        await self._notify()
+        return web.json_response({"ok": "error" not in body, **body})
+
+    def _fail(self, method: str, failure: _Failure) -> web.Response:
+        failure.times -= 1
+        if failure.times <= 0:
+            del self._failures[method]
+        headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
+        return web.json_response({"ok": False, "error": failure.error}, status=failure.status, headers=headers)
+
+    def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake.slack.com/",
+            "team": "Fake Team",
+            "user": "membridge",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("channel"):
+            return {"error": "channel_not_found"}
+        if not args.get("text") and not args.get("blocks"):
+            return {"error": "no_text"}
+        ts = f"{1_700_000_000 + next(self._ts)}.000100"
+        record = {"channel": args["channel"], "text": args.get("text"), "thread_ts": args.get("thread_ts"), "ts": ts}
+        self.posted.append(record)
+        message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id, **record}
+        return {"channel": args["channel"], "ts": ts, "message": message}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("channel") or not args.get("ts"):
+            return {"error": "message_not_found"}
+        self.updated.append({"channel": args["channel"], "ts": args["ts"], "text": args.get("text")})
+        return {"channel": args["channel"], "ts": args["ts"], "text": args.get("text")}
+
+    def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": f"ws://127.0.0.1:{self._port}/socket/{uuid.uuid4().hex}"}
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = str(args.get("user") or "")
+        if not user:
+            return {"error": "user_not_found"}
+        name = user.lower()
+        profile = {"display_name": name, "real_name": f"User {user}"}
+        return {"user": {"id": user, "team_id": self.team_id, "name": name, "real_name": f"User {user}", "profile": profile}}
+
+    # -- Socket Mode -----------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse(autoping=True)
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await self._notify()
+        hello = {
+            "type": "hello",
+            "num_connections": len(self._sockets),
+            "debug_info": {"host": "fake-slack", "approximate_connection_time": 18060},
+            "connection_info": {"app_id": APP_ID},
+        }
+        await socket.send_str(json.dumps(hello))
+        try:
+            async for frame in socket:
+                if frame.type == WSMsgType.TEXT:
+                    self.acks.append(json.loads(frame.data))
+                    await self._notify()
+        finally:
+            self._sockets.remove(socket)
+        return socket
+
+
+async def _read_args(request: web.Request) -> dict[str, Any]:
+    """Query string plus a JSON or form body, the ways slack_sdk sends arguments."""
+    args: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        body = await request.json() if request.can_read_body else None
+        if isinstance(body, dict):
+            args.update(body)
+    elif request.can_read_body:
+        args.update(await request.post())
+    return args
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    return header[len("Bearer ") :] if header.startswith("Bearer ") else None

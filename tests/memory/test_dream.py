@@ -1,0 +1,116 @@
+"""Deep Dream with a scripted model: what is written, what is refused, what can be undone."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import pytest
+from support.files import write
+
+from memory import DreamSettings
+from memory.dream import DeepDream, count_entries, parse_dream_output
+
+DAY = date(2026, 12, 2)
+
+
+class ScriptedModel:
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.calls: list[list[dict[str, str]]] = []
+
+    async def __call__(self, messages):
+        self.calls.append(list(messages))
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def dreamer(make_manager):
+    manager = make_manager(embedder=None)
+    return DeepDream(manager, DreamSettings(), clock=lambda: datetime(2026, 12, 2, 23, 51))
+
+
+def entries(n: int, prefix: str = "fact") -> str:
+    return "".join(f"- {prefix} {i}\n" for i in range(n))
+
+
+async def test_no_daily_files_means_no_llm_call_and_memory_untouched(workspace, dreamer) -> None:
+    path = write(workspace, "alice", "MEMORY.md", "- keep me\n")
+    before = path.read_bytes()
+    model = ScriptedModel()
+    result = await dreamer.dream("alice", model, day=DAY)
+    assert result.status == "skipped" and model.calls == []
+    assert path.read_bytes() == before
+
+
+async def test_a_dream_writes_memory_diary_and_diff(workspace, dreamer) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes tea\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "- booked Osaka trip for 2026-12-20\n")
+    model = ScriptedModel("```\n[MEMORY]\n- likes tea\n- trip to Osaka on 2026-12-20\n[DREAM]\nA calm day of planning.\n```")
+    result = await dreamer.dream("alice", model, day=DAY)
+    assert result.status == "written" and (result.entries_before, result.entries_after) == (1, 2)
+    assert "+- trip to Osaka on 2026-12-20" in result.diff
+    assert workspace.memory_file("alice").read_text() == "- likes tea\n- trip to Osaka on 2026-12-20\n"
+    diary = workspace.dreams_dir("alice") / "2026-12-02.md"
+    assert diary.read_text() == "## 23:51\nA calm day of planning.\n"
+    prompt = model.calls[0][1]["content"]
+    assert "- likes tea" in prompt and "### 2026-12-02\n- booked Osaka" in prompt
+
+
+async def test_the_same_daily_content_is_dreamt_once_even_after_restart(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-12-02.md", "- learned to juggle\n")
+    model = ScriptedModel("[MEMORY]\n- can juggle\n[DREAM]\nok", "[MEMORY]\n- can juggle well\n[DREAM]\nok")
+    first = DeepDream(make_manager(embedder=None), DreamSettings())
+    assert (await first.dream("alice", model, day=DAY)).status == "written"
+    restarted = DeepDream(make_manager(embedder=None), DreamSettings())
+    again = await restarted.dream("alice", model, day=DAY)
+    assert again.status == "skipped" and len(model.calls) == 1
+    forced = await restarted.dream("alice", model, day=DAY, force=True)
+    assert forced.status == "written" and len(model.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ("Sure! Here is the memory:\n- a\n- b", "no [MEMORY] section"),
+        ("[MEMORY]\n" + entries(4) + "[DREAM]\nshort", "drops 16 of 20 entries"),
+        ("[MEMORY]\n" + entries(51, "new") + "[DREAM]\nlong", "51 entries, over the limit of 50"),
+    ],
+)
+async def test_bad_outputs_are_refused_and_memory_is_unchanged(workspace, dreamer, answer: str, why: str) -> None:
+    path = write(workspace, "alice", "MEMORY.md", entries(20))
+    write(workspace, "alice", "memory/2026-12-02.md", "- something happened\n")
+    before = path.read_bytes()
+    result = await dreamer.dream("alice", ScriptedModel(answer), day=DAY)
+    assert result.status == "refused" and why in result.reason
+    assert path.read_bytes() == before
+    assert not (workspace.dreams_dir("alice") / "2026-12-02.md").exists()
+
+
+async def test_revert_restores_the_exact_previous_bytes(workspace, dreamer) -> None:
+    original = "# Alice\n- likes tea  \n- 喜欢猫\n\n"
+    path = write(workspace, "alice", "MEMORY.md", original)
+    write(workspace, "alice", "memory/2026-12-02.md", "- switched to coffee\n")
+    await dreamer.dream("alice", ScriptedModel("[MEMORY]\n- likes coffee\n- 喜欢猫\n[DREAM]\nx"), day=DAY)
+    assert path.read_text() != original
+    versions = dreamer.memory_file.versions("alice")
+    assert [v.cause for v in versions] == ["deep dream", "as found on disk"]
+    new_version, diff = dreamer.memory_file.revert("alice")
+    assert path.read_bytes() == original.encode()
+    assert "-- likes coffee" in diff
+    assert dreamer.memory_file.versions("alice")[0].cause == f"revert to version {versions[1].id}"
+    dreamer.memory_file.revert("alice", versions[0].id)
+    assert path.read_text() == "- likes coffee\n- 喜欢猫\n"
+
+
+async def test_forget_removes_matching_entries_as_a_new_version(workspace, dreamer) -> None:
+    path = write(workspace, "alice", "MEMORY.md", "- likes tea\n- old address: 1 Main St\n- has a cat\n")
+    removed, version = dreamer.memory_file.forget("alice", "ADDRESS")
+    assert removed == ["- old address: 1 Main St"] and version is not None
+    assert path.read_text() == "- likes tea\n- has a cat\n"
+    assert dreamer.memory_file.forget("alice", "nothing like this") == ([], None)
+
+
+def test_parser_handles_order_fences_and_chatter() -> None:
+    parsed = parse_dream_output("Here you go!\n**[DREAM]**\nnice day\n## [MEMORY]\n- a\n- b\n```")
+    assert parsed.memory == "- a\n- b" and parsed.dream == "nice day"
+    assert count_entries("- a\n* b\n1. c\ntext\n-\n") == 3
