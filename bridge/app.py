@@ -18,6 +18,7 @@ from memory import MemoryManager, Workspace, make_embedder
 from memory.conversations import ConversationStore
 from memory.dream import DeepDream, DreamResult
 from memory.flush import Flusher
+from memory.knowledge import KnowledgeService
 from memory.scopes import GLOBAL_SCOPE
 
 from .agent import Agent
@@ -25,7 +26,7 @@ from .config import AppConfig
 from .llm import LLMClient, Message, OpenAIChat
 from .prompt import PromptBuilder
 from .timer import DailyTimer
-from .tools import ToolBox, memory_tools
+from .tools import ToolBox, default_tools
 from .worker import FlushWorker, llm_summarizer
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class Services:
         return MemoryManager(self.workspace, self.config.memory, embedder=embedder)
 
     @cached_property
+    def knowledge(self) -> KnowledgeService:
+        return KnowledgeService(self.memory)
+
+    @cached_property
     def conversations(self) -> ConversationStore:
         return ConversationStore(self.memory.db)
 
@@ -74,7 +79,7 @@ class Services:
             memory=self.memory,
             conversations=self.conversations,
             llm=self.llm,
-            toolbox=ToolBox(memory_tools(self.memory)),
+            toolbox=ToolBox(default_tools(self.memory, self.knowledge)),
             prompt=PromptBuilder(self.workspace, self.config.agent.persona_file),
             context=self.config.context,
             settings=self.config.agent,

@@ -179,6 +179,24 @@ def _run_async(services: Services, coroutine: Any) -> Any:
     return asyncio.run(runner())
 
 
+# ---------------------------------------------------------------------- bot
+def cmd_run(services: Services, args: argparse.Namespace) -> int:
+    from .runtime import run_bot
+
+    try:
+        asyncio.run(run_bot(services, terminal_only=False))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return 0
+
+
+def cmd_chat(services: Services, args: argparse.Namespace) -> int:
+    from .runtime import run_bot
+
+    asyncio.run(run_bot(services, terminal_only=True))
+    return 0
+
+
 # ------------------------------------------------------------------- doctor
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
     from .doctor import run_checks
@@ -198,6 +216,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="config file (default: $MEMBRIDGE_CONFIG, else ./config.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="start every enabled channel and the daily timer")
+    run.set_defaults(handler=cmd_run)
+    chat = commands.add_parser("chat", help="chat in this terminal (no chat token needed)")
+    chat.set_defaults(handler=cmd_chat)
 
     memory = commands.add_parser("memory", help="search and maintain memory").add_subparsers(
         dest="memory_command", required=True, metavar="SUBCOMMAND")

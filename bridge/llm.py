@@ -175,9 +175,10 @@ def _from_completion(response: Any) -> LLMResponse:
     return LLMResponse(message.content or "", calls, choice.finish_reason)
 
 
-def probe_llm(settings: LLMSettings) -> str:
+def probe_llm(settings: LLMSettings, timeout_s: float = 10.0) -> str:
     """A cheap reachability check for ``doctor``: list models, or say why not."""
-    client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set", timeout=10, max_retries=0)
+    client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set", timeout=timeout_s,
+                           max_retries=0)
     try:
         models = [m.id for m in client.models.list().data]
     except openai.APIError as exc:

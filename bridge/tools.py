@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from memory import MemoryManager, MemoryPathError
+from memory.knowledge import KnowledgeError, KnowledgeService
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,59 @@ class MemoryWrite(Tool):
         return f"saved to memory/{path.name}"
 
 
+class KnowledgeSearch(Tool):
+    name = "knowledge_search"
+    description = "Search the shared knowledge base (domain pages, not personal memory)."
+    parameters = {"type": "object", "properties": {"query": {"type": "string"},
+                                                   "limit": {"type": "integer", "default": 5}}, "required": ["query"]}
+
+    def __init__(self, memory: MemoryManager) -> None:
+        self.memory = memory
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        query = _text_arg(args, "query", max_len=1000)
+        limit = _int_arg(args, "limit", 5, 1, 20)
+        results = await asyncio.to_thread(self.memory.search, query, ctx.scope, limit=limit * 3)
+        hits = [r for r in results if r.source == "knowledge"][:limit]
+        return json.dumps({"results": [{"path": r.path, "start_line": r.start_line, "score": round(r.score, 3),
+                                        "text": r.text[:1500]} for r in hits]}, ensure_ascii=False)
+
+
+class KnowledgeRead(Tool):
+    name = "knowledge_read"
+    description = "Read a whole knowledge page, given as <category>/<page>."
+    parameters = {"type": "object", "properties": {"page": {"type": "string"}}, "required": ["page"]}
+
+    def __init__(self, knowledge: KnowledgeService) -> None:
+        self.knowledge = knowledge
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        try:
+            return await asyncio.to_thread(self.knowledge.read, _text_arg(args, "page", max_len=500))
+        except KnowledgeError as exc:
+            raise ToolError(str(exc)) from None
+
+
+class KnowledgeWrite(Tool):
+    name = "knowledge_write"
+    description = "Create or replace a knowledge page <category>/<page> with markdown content (admins only)."
+    parameters = {"type": "object", "properties": {"page": {"type": "string"}, "content": {"type": "string"}},
+                  "required": ["page", "content"]}
+    admin_only = True
+
+    def __init__(self, knowledge: KnowledgeService) -> None:
+        self.knowledge = knowledge
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        page = _text_arg(args, "page", max_len=500)
+        content = _text_arg(args, "content", max_len=1_000_000)
+        try:
+            written = await asyncio.to_thread(self.knowledge.write, page, content, actor=ctx.user.replace(" ", "_"))
+        except KnowledgeError as exc:
+            raise ToolError(str(exc)) from None
+        return f"saved {written.path}"
+
+
 class ToolBox:
     """The tools of a turn: their schemas for the model, and a call that never raises."""
 
@@ -163,5 +217,6 @@ class ToolBox:
         return output if len(output) <= MAX_TOOL_OUTPUT_CHARS else output[:MAX_TOOL_OUTPUT_CHARS] + "\n[… cut]"
 
 
-def memory_tools(memory: MemoryManager) -> list[Tool]:
-    return [MemorySearch(memory), MemoryGet(memory), MemoryWrite(memory)]
+def default_tools(memory: MemoryManager, knowledge: KnowledgeService) -> list[Tool]:
+    return [MemorySearch(memory), MemoryGet(memory), MemoryWrite(memory),
+            KnowledgeSearch(memory), KnowledgeRead(knowledge), KnowledgeWrite(knowledge)]

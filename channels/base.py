@@ -77,6 +77,13 @@ class Channel(ABC):
     async def stop(self) -> None:
         """Stop receiving and release connections. Safe to call twice."""
 
+    async def stop_receiving(self) -> None:  # noqa: B027 - optional first step of a shutdown
+        """Take no new messages, but keep what ``send`` needs: in-flight turns may still answer.
+
+        A shutdown calls this first, waits for the turns in flight, then calls :meth:`stop`.
+        Messages not taken are left with the platform (redelivered at the next start).
+        """
+
     @abstractmethod
     async def send(self, reply: Reply, to: IncomingMessage) -> None:
         """Deliver ``reply`` in the chat (and thread) of ``to``, split to the platform's limit."""

@@ -47,7 +47,8 @@ ProgressCallback = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stages are ``scan``, ``embed`` and ``write``."""
 
 _DISK_CHECK_INTERVAL_S = 2.0
-_KNOWLEDGE_SKIP = {"log.md"}
+_KNOWLEDGE_SKIP = {"log.md", "index.md"}  # the change log and the generated table of contents
+_MTIME_TRUST_S = 2.0  # a file written this close to its indexing is re-hashed (coarse file-system clocks)
 
 
 class MemoryPathError(ValueError):
@@ -222,7 +223,9 @@ class MemoryManager:
             key = (item.scope, item.path)
             seen.add(key)
             previous = indexed.get(key)
-            if previous is not None and previous.mtime == item.mtime and previous.size == item.size:
+            if previous is not None and previous.mtime == item.mtime and previous.size == item.size and (
+                previous.indexed_at - item.mtime > _MTIME_TRUST_S
+            ):
                 continue
             content = _read_text(item.absolute)
             record = FileRecord(item.scope, item.path, text_hash(content), item.mtime, item.size)
@@ -427,10 +430,14 @@ class MemoryManager:
         missing = [cid for cid in chunks if cid not in scores]
         if not missing:
             return
-        by_hash = {text_hash(chunks[cid].text): cid for cid in missing}
+        by_hash: dict[str, list[str]] = {}
+        for cid in missing:
+            by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
         for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
             if vector.shape == query_vector.shape:
-                scores[by_hash[hash_]] = float(np.dot(query_vector, vector))
+                similarity = float(np.dot(query_vector, vector))
+                for cid in by_hash[hash_]:
+                    scores[cid] = similarity
 
     def _score(self, chunk: StoredChunk, vector: float | None, keyword: float | None, hybrid: bool) -> SearchResult:
         v = max(0.0, min(1.0, vector or 0.0))
@@ -490,7 +497,8 @@ class MemoryManager:
             target = root.joinpath(*parts)
         else:
             raise MemoryPathError(f"{path!r} is not a memory file: use MEMORY.md, memory/... or knowledge/...")
-        allowed = (root if parts[0] == KNOWLEDGE_DIR else root / parts[0]).resolve()
+        real_root = root.resolve()
+        allowed = real_root if parts[0] == KNOWLEDGE_DIR else real_root / parts[0]
         resolved = target.resolve()
         if resolved != allowed and allowed not in resolved.parents:
             raise MemoryPathError(f"{path!r} points outside the memory folder")

@@ -126,6 +126,7 @@ class FileRecord:
     hash: str
     mtime: float
     size: int
+    indexed_at: float = 0.0
 
 
 def _ranked(rows: Sequence[Sequence[object]]) -> list[KeywordHit]:
@@ -152,7 +153,7 @@ class IndexStorage:
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
-        sql = "SELECT scope, path, hash, mtime, size FROM files"
+        sql = "SELECT scope, path, hash, mtime, size, indexed_at FROM files"
         rows = self.db.query(sql + " WHERE scope = ?", (scope,)) if scope else self.db.query(sql)
         return {(r[0], r[1]): FileRecord(*r) for r in rows}
 
@@ -219,8 +220,8 @@ class IndexStorage:
     def touch_file(self, conn: sqlite3.Connection, record: FileRecord) -> None:
         """Record a new mtime for a file whose content hash did not change."""
         conn.execute(
-            "UPDATE files SET mtime = ?, size = ? WHERE scope = ? AND path = ?",
-            (record.mtime, record.size, record.scope, record.path),
+            "UPDATE files SET mtime = ?, size = ?, indexed_at = ? WHERE scope = ? AND path = ?",
+            (record.mtime, record.size, time.time(), record.scope, record.path),
         )
 
     def mark_embedded(self, conn: sqlite3.Connection, chunk_ids: Iterable[str], model: str) -> None:

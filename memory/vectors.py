@@ -111,7 +111,7 @@ class LanceDBBackend(VectorBackend):
             return []
         where = "scope IN (" + ",".join(sql_quote(s) for s in scopes) + ")"
         query = table.search(vector.astype(np.float32).tolist()).distance_type("cosine")
-        query = query.where(where, prefilter=True).limit(limit).select(["id"])
+        query = query.where(where, prefilter=True).limit(limit).select(["id", "_distance"])
         if self._has_index(table):
             query = query.nprobes(20).refine_factor(5)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in query.to_list()]

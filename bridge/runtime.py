@@ -1,0 +1,230 @@
+"""The running bot: every channel's messages through plugins and the agent, in order per chat.
+
+A message's life: duplicate check → ``on_receive`` (filters) → ``on_handle`` (commands may answer
+and stop the agent) → the agent turn → ``on_decorate`` → ``on_send`` → the channel sends. Messages
+of one chat go through a queue of their own, so they are answered in order; different chats run in
+parallel up to ``bridge.max_concurrent_chats``. SIGINT/SIGTERM stops intake, lets in-flight turns
+finish within ``bridge.shutdown_grace_s`` and leaves pending flush jobs recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from channels import Channel, IncomingMessage, Reply
+from plugins import Action, Event, EventContext, PluginRegistry
+
+from .app import Services, local_user
+from .scopes import scope_for
+
+log = logging.getLogger(__name__)
+
+
+class _ChatQueue:
+    """One chat's pending messages and the task that drains them."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[Channel, IncomingMessage]] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+
+class Bridge:
+    def __init__(self, services: Services, channels: Sequence[Channel], plugins: PluginRegistry) -> None:
+        self.services = services
+        self.channels = {channel.name: channel for channel in channels}
+        self.plugins = plugins
+        self._chats: dict[str, _ChatQueue] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._slots = asyncio.Semaphore(services.config.bridge.max_concurrent_chats)
+        self._accepting = False
+        self._stopped = asyncio.Event()
+        self._background: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------- intake
+    async def receive(self, message: IncomingMessage) -> None:
+        """The callback every channel gets: queue the message behind its chat's earlier ones."""
+        if not self._accepting:
+            log.info("not accepting messages (shutting down); dropped %s", message.dedupe_key)
+            return
+        if self._is_duplicate(message.dedupe_key):
+            log.info("duplicate delivery %s ignored", message.dedupe_key)
+            return
+        channel = self.channels[message.channel]
+        chat = self._chats.setdefault(message.chat_key, _ChatQueue())
+        chat.queue.put_nowait((channel, message))
+        if chat.task is None or chat.task.done():
+            chat.task = asyncio.create_task(self._drain(message.chat_key, chat), name=f"chat:{message.chat_key}")
+
+    def _is_duplicate(self, key: str) -> bool:
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        while len(self._seen) > self.services.config.bridge.dedupe_window:
+            self._seen.popitem(last=False)
+        return False
+
+    async def _drain(self, key: str, chat: _ChatQueue) -> None:
+        async with self._slots:
+            while not chat.queue.empty():
+                channel, message = chat.queue.get_nowait()
+                try:
+                    await self.process(channel, message)
+                except Exception:  # noqa: BLE001 - one message must never stop a chat
+                    log.exception("message %s failed", message.dedupe_key)
+                    await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
+                                                            markdown=False), message)
+        if self._chats.get(key) is chat and chat.queue.empty():
+            del self._chats[key]
+
+    # ----------------------------------------------------------- pipeline
+    def context_for(self, message: IncomingMessage) -> EventContext:
+        config = self.services.config
+        scope = scope_for(message, config.memory.scope, thread_scope=config.channels.slack.thread_scope)
+        return EventContext(event=Event.RECEIVE, message=message, scope=scope,
+                            is_admin=config.is_admin(message.channel, message.user_id), host=self.services)
+
+    async def process(self, channel: Channel, message: IncomingMessage) -> Reply | None:
+        """One message through the plugins and the agent; returns what was sent (None: nothing)."""
+        ctx = self.context_for(message)
+        if await self.plugins.dispatch(Event.RECEIVE, ctx) is Action.BREAK_PASS:
+            return None
+        if await self.plugins.dispatch(Event.HANDLE, ctx) is not Action.BREAK_PASS:
+            async with channel.working(message):
+                ctx.reply = await self.services.agent.handle(message)
+        if ctx.reply is None:
+            return None
+        await self.plugins.dispatch(Event.DECORATE, ctx)
+        await self.plugins.dispatch(Event.SEND, ctx)
+        if ctx.reply is not None:
+            await channel.send(ctx.reply, message)
+        return ctx.reply
+
+    async def _send_quietly(self, channel: Channel, reply: Reply, message: IncomingMessage) -> None:
+        try:
+            await channel.send(reply, message)
+        except Exception:  # noqa: BLE001
+            log.exception("could not tell the user about a failure")
+
+    # ---------------------------------------------------------- lifecycle
+    async def start(self, *, timer: bool = True) -> None:
+        await self.plugins.start()
+        self.services.flush_worker.start()
+        if timer:
+            self._background.append(asyncio.create_task(self.services.timer.run_forever(), name="daily-timer"))
+        self._accepting = True
+        for channel in self.channels.values():
+            await channel.start(self.receive)
+            log.info("channel %s started", channel.name)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def run(self, *, timer: bool = True) -> None:
+        """Start everything, wait for SIGINT/SIGTERM (or :meth:`request_stop`), then stop cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self.start(timer=timer)
+            await self._stopped.wait()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        for channel in self.channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop_receiving()
+        self._accepting = False
+        pending = [chat.task for chat in self._chats.values() if chat.task is not None and not chat.task.done()]
+        if pending:
+            grace = self.services.config.bridge.shutdown_grace_s
+            log.info("waiting up to %.0fs for %d chat(s) to finish", grace, len(pending))
+            _done, late = await asyncio.wait(pending, timeout=grace)
+            for task in late:
+                task.cancel()
+        for channel in self.channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.plugins.stop()
+        await self.services.aclose()
+
+
+def build_channels(services: Services, bridge_stop: Callable[[], None], *, terminal_only: bool = False) -> list[Channel]:
+    """The channels config.yaml enables (or the terminal alone, for ``membridge chat``)."""
+    config = services.config.channels
+    channels: list[Channel] = []
+    if terminal_only or config.terminal.enabled:
+        from channels.terminal import TerminalChannel
+
+        user = config.terminal.user or local_user()
+        banner = (f"membridge — chatting as {user} (memory scope {services.terminal_scope()}). "
+                  "/help lists commands; Ctrl-D quits.")
+        channels.append(TerminalChannel(user, on_close=bridge_stop, banner=banner))
+    if terminal_only:
+        return channels
+    if config.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        if not config.telegram.token:
+            raise ValueError("channels.telegram.enabled is true but channels.telegram.token is empty "
+                             "(set TELEGRAM_BOT_TOKEN or the key in config.yaml)")
+        telegram = config.telegram
+        channels.append(TelegramChannel(
+            token=telegram.token, base_url=telegram.base_url, mode=telegram.mode, webhook_url=telegram.webhook_url,
+            webhook_host=telegram.webhook_host, webhook_port=telegram.webhook_port,
+            secret_token=telegram.secret_token, allowed_users=telegram.allowed_users,
+        ))
+    if config.slack.enabled:
+        from channels.slack import SlackChannel
+
+        slack = config.slack
+        if not slack.bot_token:
+            raise ValueError("channels.slack.enabled is true but channels.slack.bot_token is empty "
+                             "(set SLACK_BOT_TOKEN or the key in config.yaml)")
+        channels.append(SlackChannel(
+            bot_token=slack.bot_token, app_token=slack.app_token, signing_secret=slack.signing_secret,
+            api_url=slack.api_url, host=slack.host, port=slack.port, thread_scope=slack.thread_scope,
+            progress=slack.progress,
+        ))
+    if not channels:
+        raise ValueError("no channel is enabled: enable channels.terminal, channels.telegram or channels.slack")
+    return channels
+
+
+def build_plugins(services: Services) -> PluginRegistry:
+    settings = services.config.plugins
+    return PluginRegistry.load(settings.enabled, settings.dirs, settings.config)
+
+
+async def run_bot(services: Services, *, terminal_only: bool = False) -> None:
+    """``membridge run`` / ``membridge chat``: build, run until a signal or Ctrl-D, stop cleanly."""
+    holder: list[Bridge] = []
+    channels = build_channels(services, lambda: holder[0].request_stop(), terminal_only=terminal_only)
+    bridge = Bridge(services, channels, build_plugins(services))
+    holder.append(bridge)
+    terminal = next((c for c in channels if c.name == "terminal"), None)
+    if terminal is not None:
+        await _warn_if_no_llm(services, terminal)
+    await bridge.run(timer=not terminal_only)
+
+
+async def _warn_if_no_llm(services: Services, terminal: Channel) -> None:
+    """Before the REPL starts: say how to configure an LLM when none answers (3 s at most)."""
+    from .llm import probe_llm
+
+    try:
+        await asyncio.to_thread(probe_llm, services.config.llm, 3.0)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
+        say = getattr(terminal, "say", print)
+        say(f"note: no usable LLM ({exc}).\n"
+            "      Set OPENAI_API_KEY, or llm.base_url/llm.model in config.yaml (e.g. Ollama: "
+            "http://localhost:11434/v1). /memory commands still work.")

@@ -1,0 +1,100 @@
+"""The terminal channel: a REPL on standard input and output, the default with no chat token.
+
+Lines are read in a daemon thread (so piped input works as well as a keyboard, and a pending
+read never blocks exit), each one is a
+direct message from the local user, and replies are printed as they come. End of input (Ctrl-D)
+calls ``on_close`` so the application can shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TextIO
+
+from .base import Channel, IncomingMessage, MessageHandler, Reply
+
+
+class TerminalChannel(Channel):
+    name = "terminal"
+    max_message_chars = 100_000
+
+    def __init__(
+        self,
+        user: str,
+        *,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        on_close: Callable[[], None] | None = None,
+        banner: str | None = None,
+    ) -> None:
+        self.user = user
+        self._stdin = stdin or sys.stdin
+        self._stdout = stdout or sys.stdout
+        self._on_close = on_close or (lambda: None)
+        self._banner = banner
+        self._task: asyncio.Task[None] | None = None
+        self._interactive = bool(getattr(self._stdin, "isatty", lambda: False)())
+        self._counter = 0
+
+    async def start(self, on_message: MessageHandler) -> None:
+        if self._banner:
+            self._write(self._banner + "\n")
+        self._task = asyncio.create_task(self._read_loop(on_message), name="terminal-reader")
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = None
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        text = reply.text.rstrip()
+        self._write(f"bot> {text}\n\n" if self._interactive else f"{text}\n")
+        self._prompt()
+
+    def say(self, text: str) -> None:
+        """A notice from the application itself (not a reply to a message)."""
+        self._write(f"{text}\n")
+
+    async def _read_loop(self, on_message: MessageHandler) -> None:
+        lines: asyncio.Queue[str] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def reader() -> None:
+            """A daemon thread: a blocked read never keeps the process from exiting."""
+            while True:
+                line = self._stdin.readline()
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+                if line == "":
+                    return
+
+        threading.Thread(target=reader, name="terminal-stdin", daemon=True).start()
+        self._prompt()
+        while True:
+            line = await lines.get()
+            if line == "":
+                self._on_close()
+                return
+            text = line.strip()
+            if not text:
+                self._prompt()
+                continue
+            self._counter += 1
+            await on_message(self._message(text))
+
+    def _message(self, text: str) -> IncomingMessage:
+        return IncomingMessage(
+            channel="terminal", chat_id=self.user, chat_type="direct", user_id=self.user, user_name=self.user,
+            text=text, message_id=f"{uuid.uuid4().hex[:8]}-{self._counter}",
+        )
+
+    def _prompt(self) -> None:
+        if self._interactive:
+            self._write("you> ")
+
+    def _write(self, text: str) -> None:
+        self._stdout.write(text)
+        self._stdout.flush()

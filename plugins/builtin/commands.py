@@ -1,0 +1,180 @@
+"""The built-in chat commands: ``/help``, ``/memory …``, ``/clear``, ``/knowledge …``.
+
+They answer in ``on_handle`` and stop the agent (``BREAK_PASS``), so they work even when no LLM
+is reachable, except ``/memory dream``, which needs one. Everything runs on the sender's scope,
+which the bridge decided; ``/memory revert`` and knowledge edits are for admins only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Protocol
+
+from channels.base import Reply
+from memory import MemoryManager
+from memory.conversations import ConversationStore
+from memory.dream import DeepDream, DreamResult
+from memory.knowledge import KnowledgeService
+
+from ..base import Action, EventContext, Plugin
+
+MAX_SHOW_CHARS = 3500
+DREAM_DAYS_DEFAULT = 3
+
+HELP = """Commands:
+/memory show: what I remember about this chat (MEMORY.md)
+/memory search QUERY: search memory and knowledge
+/memory dream [days]: distil the last days (1-30, default 3) into MEMORY.md now
+/memory history: MEMORY.md versions
+/memory revert [VERSION]: restore a version (admins)
+/memory forget TEXT: remove entries containing TEXT
+/clear: start a fresh conversation (history stays saved)
+/knowledge list | /knowledge search QUERY
+/help: this list"""
+
+MEMORY_USAGE = "Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget TEXT"
+
+
+class CommandHost(Protocol):
+    """What the commands need from the bridge's services."""
+
+    memory: MemoryManager
+    conversations: ConversationStore
+    dreamer: DeepDream
+    knowledge: KnowledgeService
+
+    async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult: ...
+
+
+Handler = Callable[[EventContext, str], Awaitable[str]]
+
+
+class CommandsPlugin(Plugin):
+    name = "commands"
+    priority = 100
+    description = "Chat commands for memory and knowledge (/help lists them)."
+
+    async def on_handle(self, ctx: EventContext) -> Action:
+        text = ctx.message.text.strip()
+        if not text.startswith("/"):
+            return Action.CONTINUE
+        command, _, rest = text[1:].partition(" ")
+        handler = self._commands().get(command.lower())
+        answer = await handler(ctx, rest.strip()) if handler else f"Unknown command /{command}. /help lists what I can do."
+        ctx.reply = Reply(answer, thread_id=ctx.message.thread_id, reply_to=ctx.message.message_id)
+        return Action.BREAK_PASS
+
+    def _commands(self) -> dict[str, Handler]:
+        return {"help": self._help, "start": self._help, "memory": self._memory, "clear": self._clear,
+                "knowledge": self._knowledge}
+
+    async def _help(self, ctx: EventContext, rest: str) -> str:
+        return HELP
+
+    async def _clear(self, ctx: EventContext, rest: str) -> str:
+        host: CommandHost = ctx.host
+        await asyncio.to_thread(host.conversations.clear_context, ctx.message.chat_key)
+        return "Context cleared: I start fresh here. Your history and memory are kept."
+
+    # ----------------------------------------------------------------- /memory
+    async def _memory(self, ctx: EventContext, rest: str) -> str:
+        sub, _, arg = rest.partition(" ")
+        handlers: dict[str, Handler] = {
+            "show": self._show, "search": self._search, "dream": self._dream, "history": self._history,
+            "revert": self._revert, "forget": self._forget,
+        }
+        handler = handlers.get(sub.lower())
+        return await handler(ctx, arg.strip()) if handler else MEMORY_USAGE
+
+    async def _show(self, ctx: EventContext, arg: str) -> str:
+        host: CommandHost = ctx.host
+        data = await asyncio.to_thread(host.dreamer.memory_file.read, ctx.scope)
+        text = data.decode("utf-8", "replace").strip()
+        if not text:
+            return "I have no long-term memory for this chat yet."
+        if len(text) > MAX_SHOW_CHARS:
+            text = text[:MAX_SHOW_CHARS] + "\n…"
+        return f"MEMORY.md:\n{text}"
+
+    async def _search(self, ctx: EventContext, arg: str) -> str:
+        if not arg:
+            return "Usage: /memory search QUERY"
+        host: CommandHost = ctx.host
+        results = await asyncio.to_thread(host.memory.search, arg, ctx.scope, limit=5)
+        if not results:
+            return f"Nothing in memory matches “{arg}”."
+        lines = [f"{i}. {r.path}:{r.start_line} ({r.score:.2f})\n{_quote(r.text)}" for i, r in enumerate(results, 1)]
+        return "\n".join(lines)
+
+    async def _dream(self, ctx: EventContext, arg: str) -> str:
+        days = DREAM_DAYS_DEFAULT
+        if arg:
+            if not arg.isdigit() or not 1 <= int(arg) <= 30:
+                return "Usage: /memory dream [days], with days from 1 to 30 (default 3)."
+            days = int(arg)
+        host: CommandHost = ctx.host
+        result = await host.dream(ctx.scope, days=days, force=True)
+        if result.diff:
+            return f"{result.reason}\n```diff\n{result.diff.rstrip()}\n```"
+        return result.reason
+
+    async def _history(self, ctx: EventContext, arg: str) -> str:
+        host: CommandHost = ctx.host
+        versions = await asyncio.to_thread(host.dreamer.memory_file.versions, ctx.scope)
+        if not versions:
+            return "MEMORY.md has no saved versions yet."
+        lines = [f"v{v.id}  {datetime.fromtimestamp(v.created_at):%Y-%m-%d %H:%M}  {v.entries} entries  {v.cause}"
+                 for v in versions[:15]]
+        return "MEMORY.md versions (newest first):\n" + "\n".join(lines)
+
+    async def _revert(self, ctx: EventContext, arg: str) -> str:
+        if not ctx.is_admin:
+            return "Sorry, only an admin can revert memory."
+        version = None
+        if arg:
+            if not arg.lstrip("v").isdigit():
+                return "Usage: /memory revert [VERSION] (see /memory history)"
+            version = int(arg.lstrip("v"))
+        host: CommandHost = ctx.host
+        try:
+            new_version, diff = await asyncio.to_thread(host.dreamer.memory_file.revert, ctx.scope, version)
+        except KeyError as exc:
+            return str(exc.args[0])
+        return f"MEMORY.md restored (now v{new_version}).\n```diff\n{diff.rstrip()}\n```" if diff else \
+            f"MEMORY.md restored (now v{new_version}); the content was already the same."
+
+    async def _forget(self, ctx: EventContext, arg: str) -> str:
+        if not arg:
+            return "Usage: /memory forget TEXT"
+        if ctx.message.chat_type != "direct" and not ctx.is_admin:
+            return "Sorry, in a group only an admin can make me forget things."
+        host: CommandHost = ctx.host
+        removed, version = await asyncio.to_thread(host.dreamer.memory_file.forget, ctx.scope, arg)
+        if not removed:
+            return f"No memory entry contains “{arg}”."
+        return f"Forgot {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} (v{version}):\n" + "\n".join(removed)
+
+    # -------------------------------------------------------------- /knowledge
+    async def _knowledge(self, ctx: EventContext, rest: str) -> str:
+        sub, _, arg = rest.partition(" ")
+        host: CommandHost = ctx.host
+        if sub == "list":
+            pages = await asyncio.to_thread(host.knowledge.list_pages)
+            if not pages:
+                return "The knowledge base is empty."
+            return "Knowledge pages:\n" + "\n".join(f"- {p.category}/{p.slug}: {p.title}" for p in pages[:50])
+        if sub == "search" and arg.strip():
+            results = await asyncio.to_thread(host.memory.search, arg.strip(), ctx.scope, limit=10)
+            hits = [r for r in results if r.source == "knowledge"][:5]
+            if not hits:
+                return f"No knowledge page matches “{arg.strip()}”."
+            return "\n".join(f"{r.path}:{r.start_line}\n{_quote(r.text)}" for r in hits)
+        return "Usage: /knowledge list | /knowledge search QUERY"
+
+
+def _quote(text: str, limit: int = 300) -> str:
+    body = text if len(text) <= limit else text[:limit] + "…"
+    return "\n".join(f"> {line}" for line in body.splitlines())
+

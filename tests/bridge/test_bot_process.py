@@ -1,0 +1,60 @@
+"""``membridge chat`` and ``membridge run`` as processes: stdin in, stdout out, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(tmp_path: Path, llm_url: str) -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "workspace": str(tmp_path / "ws"), "embedding": {"provider": "none"},
+        "llm": {"base_url": llm_url, "api_key": "test-key", "max_retries": 0, "timeout_s": 10},
+        "channels": {"terminal": {"user": "alice"}},
+    }))
+    return config
+
+
+async def start(config: Path, command: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "--config", str(config), command, cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def test_chat_without_an_llm_explains_and_memory_commands_work(tmp_path) -> None:
+    process = await start(write_config(tmp_path, "http://127.0.0.1:9/v1"), "chat")
+    out, err = await asyncio.wait_for(process.communicate(b"/memory show\nhello\n"), 60)
+    text = out.decode()
+    assert process.returncode == 0, err.decode()
+    assert "chatting as alice (memory scope terminal-alice)" in text
+    assert "I have no long-term memory for this chat yet." in text
+    assert "can't reach my language model" in text
+    assert "no usable LLM" in text and "OPENAI_API_KEY" in text
+
+
+@pytest.mark.slow
+async def test_sigterm_during_a_turn_finishes_the_turn_and_exits_0(tmp_path, fake_llm) -> None:
+    fake_llm.hang(1.5)
+    fake_llm.reply("finished after the signal")
+    process = await start(write_config(tmp_path, fake_llm.base_url), "run")
+    assert process.stdin is not None
+    process.stdin.write(b"are you there?\n")
+    await process.stdin.drain()
+    for _ in range(200):
+        if any(r.get("messages", [{}])[-1].get("content") == "are you there?" for r in fake_llm.requests):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the turn never reached the LLM")
+    process.send_signal(signal.SIGTERM)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert "finished after the signal" in out.decode()

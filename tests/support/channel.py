@@ -1,0 +1,41 @@
+"""An in-memory channel: the test pushes messages in and reads what the bot sent."""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels import Channel, IncomingMessage, MessageHandler, Reply
+
+
+class RecordingChannel(Channel):
+    def __init__(self, name: str = "telegram") -> None:
+        self.name = name
+        self.sent: list[tuple[Reply, IncomingMessage]] = []
+        self._handler: MessageHandler | None = None
+        self._new = asyncio.Event()
+
+    async def start(self, on_message: MessageHandler) -> None:
+        self._handler = on_message
+
+    async def stop(self) -> None:
+        self._handler = None
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        self.sent.append((reply, to))
+        self._new.set()
+
+    async def push(self, message: IncomingMessage) -> None:
+        assert self._handler is not None, "channel not started"
+        await self._handler(message)
+
+    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[tuple[Reply, IncomingMessage]]:
+        async def until() -> None:
+            while len(self.sent) < count:
+                self._new.clear()
+                await self._new.wait()
+
+        await asyncio.wait_for(until(), timeout)
+        return self.sent
+
+    def texts(self, chat_id: str | None = None) -> list[str]:
+        return [reply.text for reply, to in self.sent if chat_id is None or to.chat_id == chat_id]
