@@ -13,12 +13,14 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from memory import MemoryPathError, ScopeError, SyncReport
+from memory.knowledge import KnowledgeError
 from memory.locks import WorkspaceLockTimeout
 
-from .app import Services
+from .app import Services, local_user
 from .config import ConfigError, load_config
 
 log = logging.getLogger("membridge")
@@ -32,9 +34,10 @@ Handler = Callable[[Services, argparse.Namespace], int]
 
 
 def _scope(services: Services, args: argparse.Namespace, *, must_exist: bool) -> str:
+    """``--scope`` (which must exist when ``must_exist``), else the terminal user's own scope."""
     scope = args.scope or services.terminal_scope()
     services.workspace.scope_dir(scope)  # validates the name
-    if must_exist and scope not in services.workspace.list_scopes():
+    if must_exist and args.scope and scope not in services.workspace.list_scopes():
         known = ", ".join(services.workspace.list_scopes()) or "none yet"
         raise CommandError(f"unknown scope {scope!r} (known scopes: {known})")
     return scope
@@ -179,6 +182,65 @@ def _run_async(services: Services, coroutine: Any) -> Any:
     return asyncio.run(runner())
 
 
+# ---------------------------------------------------------------- knowledge
+def cmd_knowledge_list(services: Services, args: argparse.Namespace) -> int:
+    pages = services.knowledge.list_pages(args.category)
+    if args.json:
+        _print_json([page.__dict__ for page in pages])
+    elif not pages:
+        print("the knowledge base is empty")
+    for page in pages if not args.json else []:
+        print(f"{page.category}/{page.slug}  {page.title}")
+    return 0
+
+
+def cmd_knowledge_show(services: Services, args: argparse.Namespace) -> int:
+    content = services.knowledge.read(args.page)
+    if args.json:
+        _print_json({"page": args.page, "content": content})
+    else:
+        print(content, end="" if content.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
+    if args.file:
+        source = Path(args.file)
+        if not source.is_file():
+            raise CommandError(f"{args.file} is not a file")
+        content = source.read_text(encoding="utf-8")
+    elif args.text:
+        content = " ".join(args.text)
+    else:
+        content = sys.stdin.read()
+    page = services.knowledge.write(args.page, content, actor=f"cli:{local_user()}")
+    if args.json:
+        _print_json(page.__dict__)
+    else:
+        print(f"saved {page.path}")
+    return 0
+
+
+def cmd_knowledge_rm(services: Services, args: argparse.Namespace) -> int:
+    services.knowledge.delete(args.page, actor=f"cli:{local_user()}")
+    if args.json:
+        _print_json({"deleted": args.page})
+    else:
+        print(f"deleted {args.page}")
+    return 0
+
+
+def cmd_knowledge_graph(services: Services, args: argparse.Namespace) -> int:
+    graph = services.knowledge.build_graph()
+    if args.json:
+        _print_json(graph.to_dict())
+    else:
+        print(f"{len(graph.nodes)} pages, {len(graph.edges)} links")
+        for edge in graph.edges:
+            print(f"  {edge['source']} — {edge['target']}")
+    return 0
+
+
 # ---------------------------------------------------------------------- bot
 def cmd_run(services: Services, args: argparse.Namespace) -> int:
     from .runtime import run_bot
@@ -252,6 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
     revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)")
     revert.add_argument("version", nargs="?", type=_positive, default=None)
 
+    knowledge = commands.add_parser("knowledge", help="the shared knowledge base").add_subparsers(
+        dest="knowledge_command", required=True, metavar="SUBCOMMAND")
+    k_list = add(knowledge, "list", cmd_knowledge_list, "list knowledge pages", scope=False)
+    k_list.add_argument("--category")
+    add(knowledge, "show", cmd_knowledge_show, "print a page", scope=False).add_argument("page", help="<category>/<page>")
+    k_add = add(knowledge, "add", cmd_knowledge_add, "create or replace a page (text, --file, or stdin)", scope=False)
+    k_add.add_argument("page", help="<category>/<page>")
+    k_add.add_argument("text", nargs="*", help="the content (default: read stdin)")
+    k_add.add_argument("--file", help="read the content from this markdown file")
+    add(knowledge, "rm", cmd_knowledge_rm, "delete a page", scope=False).add_argument("page")
+    add(knowledge, "graph", cmd_knowledge_graph, "pages and the links between them", scope=False)
+
     add(commands, "doctor", cmd_doctor, "check config, LLM, embeddings, SQLite and LanceDB", scope=False)
     return parser
 
@@ -289,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     services = Services(config)
     try:
         return int(args.handler(services, args))
-    except (CommandError, MemoryPathError, ScopeError, WorkspaceLockTimeout) as exc:
+    except (CommandError, MemoryPathError, ScopeError, KnowledgeError, WorkspaceLockTimeout) as exc:
         print(f"membridge: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -202,3 +202,22 @@ async def test_one_chat_in_order_while_another_is_served(services, fake_llm) -> 
     assert users == [f"a{i}" for i in range(10)]
     history = services.conversations.load_messages("telegram::1:", 20)
     assert [m["content"] for m in history if m["role"] == "user"] == [f"a{i}" for i in range(10)]
+
+
+async def test_knowledge_write_is_refused_for_non_admins_and_allowed_for_admins(tmp_path, fake_llm) -> None:
+    services = make_services(tmp_path / "ws", fake_llm.base_url, admins=["telegram:1"])
+    fake_llm.tool_call("knowledge_write", {"page": "ops/runbook", "content": "# Runbook\nrestart it"})
+    fake_llm.reply("done")
+    await services.agent.handle(dm("write the runbook", user="42"))
+    assert fake_llm.requests[1]["messages"][-1]["content"].startswith("error: knowledge_write is only available to admins")
+    assert "knowledge_write" not in [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
+    fake_llm.tool_call("knowledge_write", {"page": "ops/runbook", "content": "# Runbook\nrestart it"})
+    fake_llm.reply("done")
+    await services.agent.handle(dm("write the runbook", user="1"))
+    assert fake_llm.requests[3]["messages"][-1]["content"] == "saved knowledge/ops/runbook.md"
+    fake_llm.tool_call("knowledge_search", {"query": "restart"})
+    fake_llm.reply("found")
+    await services.agent.handle(dm("how do I restart?", user="42"))
+    found = json.loads(fake_llm.requests[5]["messages"][-1]["content"])
+    assert [r["path"] for r in found["results"]] == ["knowledge/ops/runbook.md"]
+    await services.aclose()

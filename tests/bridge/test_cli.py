@@ -112,3 +112,25 @@ async def test_doctor_reports_each_part(config_file, fake_llm) -> None:
     assert code == 0 and all(line.startswith("ok") for line in lines)
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor")
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
+
+
+async def test_knowledge_commands(config_file, tmp_path) -> None:
+    config = config_file()
+    code, out, err = await membridge(config, "knowledge", "add", "tech/deploy", "# Deploy\nSee [[tech/docker]].")
+    assert code == 0 and out == "saved knowledge/tech/deploy.md\n", err
+    await membridge(config, "knowledge", "add", "tech/docker", "# Docker\nContainers, see [deploy](deploy.md).")
+    code, out, _ = await membridge(config, "knowledge", "list")
+    assert out == "tech/deploy  Deploy\ntech/docker  Docker\n"
+    code, out, _ = await membridge(config, "knowledge", "graph", "--json")
+    graph = json.loads(out)
+    assert graph["edges"] == [{"source": "knowledge/tech/deploy.md", "target": "knowledge/tech/docker.md"}]
+    code, out, _ = await membridge(config, "memory", "search", "containers", "--json")
+    assert [hit["path"] for hit in json.loads(out)] == ["knowledge/tech/docker.md"]
+    code, out, _ = await membridge(config, "knowledge", "show", "tech/docker")
+    assert out == "# Docker\nContainers, see [deploy](deploy.md).\n"
+    code, _, err = await membridge(config, "knowledge", "add", "../etc/passwd", "x")
+    assert code == 1 and "membridge:" in err
+    code, out, _ = await membridge(config, "knowledge", "rm", "tech/docker")
+    assert code == 0
+    code, out, _ = await membridge(config, "knowledge", "list", "--json")
+    assert [p["slug"] for p in json.loads(out)] == ["deploy"]
