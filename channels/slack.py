@@ -143,6 +143,10 @@ class SlackChannel(Channel):
         if runner is not None:
             await runner.cleanup()
 
+    async def stop_receiving(self) -> None:
+        """Closing the socket or the HTTP server is all it takes: ``send`` keeps its own client."""
+        await self.stop()
+
     async def _start_socket_mode(self, app_token: str) -> None:
         handler = AsyncSocketModeHandler(self._app, app_token, web_client=self._client)
         self._socket = handler

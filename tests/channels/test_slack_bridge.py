@@ -1,0 +1,84 @@
+"""Slack through the whole bot: signed events in, real agent and memory, answers posted back."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+import pytest
+from fakes.openai_server import FakeOpenAI
+from fakes.slack_server import BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign
+from support.bot import make_services
+
+from bridge.runtime import Bridge, build_plugins
+from channels.slack import SlackChannel
+
+SECRET = "bridge-secret"
+
+
+@pytest.fixture
+async def world(tmp_path):
+    async with FakeSlack() as slack, FakeOpenAI() as llm:
+        services = make_services(tmp_path / "ws", llm.base_url)
+        channel = SlackChannel(bot_token=BOT_TOKEN, signing_secret=SECRET, api_url=slack.api_url, port=0)
+        bridge = Bridge(services, [channel], build_plugins(services))
+        await bridge.start(timer=False)
+        yield slack, llm, channel, services
+        await bridge.shutdown()
+
+
+async def post_event(channel: SlackChannel, event: dict[str, Any]) -> int:
+    body = json.dumps(event_callback(event)).encode()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"http://127.0.0.1:{channel.http_port}/slack/events", data=body,
+                                headers=sign(body, SECRET)) as response:
+            return response.status
+
+
+def dm_event(text: str, ts: str, user: str = "U0ALICE") -> dict[str, Any]:
+    return {"type": "message", "channel": "D0ALICE", "channel_type": "im", "user": user, "text": text, "ts": ts,
+            "team": TEAM_ID}
+
+
+async def test_dm_uses_the_senders_memory_and_answers_in_the_im(world) -> None:
+    slack, llm, channel, services = world
+    scope = f"slack-{TEAM_ID}-U0ALICE"
+    memory = services.workspace.memory_file(scope)
+    memory.parent.mkdir(parents=True)
+    memory.write_text("- Alice's favourite editor is Helix\n")
+    llm.reply("You use **Helix**.")
+    assert await post_event(channel, dm_event("which editor do I use?", "1700000100.000001")) == 200
+    [posted] = await slack.wait_posted(1)
+    assert posted["channel"] == "D0ALICE" and posted["text"] == "You use *Helix*."
+    assert "Helix" in llm.requests[0]["messages"][0]["content"]
+
+
+async def test_memory_dream_as_a_dm_text_command(world) -> None:
+    slack, llm, channel, services = world
+    scope = f"slack-{TEAM_ID}-U0ALICE"
+    daily = services.workspace.daily_file(scope, datetime.now().strftime("%Y-%m-%d"))
+    daily.parent.mkdir(parents=True)
+    daily.write_text("- Alice moved to Kyoto\n")
+    llm.reply("[MEMORY]\n- Alice lives in Kyoto\n[DREAM]\nA move.")
+    assert await post_event(channel, dm_event("/memory dream", "1700000200.000001")) == 200
+    [posted] = await slack.wait_posted(1)
+    assert "Alice lives in Kyoto" in posted["text"] and len(llm.requests) == 1
+    assert services.workspace.memory_file(scope).read_text() == "- Alice lives in Kyoto\n"
+
+
+async def test_a_mention_is_answered_in_its_thread_with_the_channels_scope(world) -> None:
+    slack, llm, channel, services = world
+    private = services.workspace.memory_file(f"slack-{TEAM_ID}-U0ALICE")
+    private.parent.mkdir(parents=True)
+    private.write_text("- Alice's salary is 123k\n")
+    llm.reply("Hello channel")
+    mention = {"type": "app_mention", "channel": "C0ROOM", "user": "U0ALICE", "text": "<@UBOT> hi all",
+               "ts": "1700000300.000001", "team": TEAM_ID}
+    assert await post_event(channel, mention) == 200
+    [posted] = await slack.wait_posted(1)
+    assert posted["thread_ts"] == "1700000300.000001" and posted["text"] == "Hello channel"
+    prompt = llm.requests[0]["messages"][0]["content"]
+    assert "123k" not in prompt and llm.requests[0]["messages"][-1]["content"] == "hi all"
+    assert services.conversations.get_session(f"slack:{TEAM_ID}:C0ROOM:").scope == f"slack-{TEAM_ID}-chat-C0ROOM"
