@@ -106,6 +106,7 @@ class PluginsSettings(_Strict):
 
 class BridgeSettings(_Strict):
     max_concurrent_chats: int = Field(default=64, ge=1, le=10000)
+    max_message_chars: int = Field(default=20000, ge=100, le=1_000_000)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     dedupe_window: int = Field(default=10000, ge=10)
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from channels import Channel, IncomingMessage, Reply
 from plugins import Action, Event, EventContext, PluginRegistry
@@ -23,6 +25,14 @@ from .app import Services, local_user
 from .scopes import scope_for
 
 log = logging.getLogger(__name__)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    """Drop NUL and other control characters (never meaningful in chat, trouble in files and logs)."""
+    return _CONTROL.sub("", text)
 
 
 class _ChatQueue:
@@ -90,6 +100,16 @@ class Bridge:
 
     async def process(self, channel: Channel, message: IncomingMessage) -> Reply | None:
         """One message through the plugins and the agent; returns what was sent (None: nothing)."""
+        message = replace(message, text=clean_text(message.text))
+        limit = self.services.config.bridge.max_message_chars
+        if len(message.text) > limit:
+            reply = Reply(f"That message is too long for me ({len(message.text):,} characters; the limit is "
+                          f"{limit:,}). Please send a shorter one or split it.", reply_to=message.message_id,
+                          markdown=False)
+            await channel.send(reply, message)
+            return reply
+        if not message.text.strip():
+            return None
         ctx = self.context_for(message)
         if await self.plugins.dispatch(Event.RECEIVE, ctx) is Action.BREAK_PASS:
             return None
