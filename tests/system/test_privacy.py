@@ -42,3 +42,23 @@ async def test_a_secret_told_in_a_dm_never_reaches_another_users_requests(runnin
     for request in bob_and_group:
         assert "4417" not in json.dumps(request, ensure_ascii=False)
     assert any("4417" in json.dumps(r) for r in fake_llm.requests[:alice_requests])
+
+
+def test_secrets_are_redacted_from_every_log_record(capsys) -> None:
+    import logging
+
+    from bridge.logs import setup_logging
+
+    token = "123456:ABC-very-secret-bot-token"
+    setup_logging(True, [token, "sk-live-key-abcdef"])
+    try:
+        logging.getLogger("httpx").info("HTTP Request: POST https://api.telegram.org/bot%s/getUpdates", token)
+        try:
+            raise RuntimeError(f"auth failed for sk-live-key-abcdef at /bot{token}/")
+        except RuntimeError:
+            logging.getLogger("bridge").exception("request failed")
+    finally:
+        setup_logging(False)
+    err = capsys.readouterr().err
+    assert "getUpdates" in err and "request failed" in err
+    assert token not in err and "sk-live-key-abcdef" not in err and err.count("***") >= 3
