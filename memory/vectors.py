@@ -23,6 +23,9 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+OPTIMIZE_EVERY = 25
+
+
 @dataclass(frozen=True)
 class VectorRow:
     id: str
@@ -70,6 +73,7 @@ class LanceDBBackend(VectorBackend):
         self._table = None
         self._ann_threshold = ann_threshold
         self._lock = threading.Lock()
+        self._writes_since_optimize = 0
 
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
         if self._table is not None:
@@ -93,6 +97,7 @@ class LanceDBBackend(VectorBackend):
             table = self._open(dim=int(rows[0].vector.shape[0]))
             data = [{"id": r.id, "scope": r.scope, "path": r.path, "vector": r.vector.astype(np.float32)} for r in rows]
             table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            self._writes_since_optimize += 1
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -104,6 +109,7 @@ class LanceDBBackend(VectorBackend):
             for start in range(0, len(ids), 1000):
                 batch = ids[start : start + 1000]
                 table.delete("id IN (" + ",".join(sql_quote(i) for i in batch) + ")")
+            self._writes_since_optimize += 1
 
     def search(self, vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
         table = self._open()
@@ -134,16 +140,22 @@ class LanceDBBackend(VectorBackend):
             return False
 
     def maintain(self) -> None:
-        """Compact small fragments; build the ANN index once the table passes the threshold."""
+        """Compact fragments every few writes; build the ANN index once the table is large.
+
+        Each small write adds a fragment and a version; compacting costs ~50 ms, so it runs every
+        ``OPTIMIZE_EVERY`` writes rather than after each sync.
+        """
         with self._lock:
             table = self._open()
             if table is None:
                 return
             rows = table.count_rows()
-            try:
-                table.optimize()
-            except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
-                log.warning("vector table optimize failed: %s", exc)
+            if self._writes_since_optimize >= OPTIMIZE_EVERY:
+                self._writes_since_optimize = 0
+                try:
+                    table.optimize()
+                except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
+                    log.warning("vector table optimize failed: %s", exc)
             if rows >= self._ann_threshold and not self._has_index(table):
                 log.info("building the ANN index over %d vectors", rows)
                 partitions = max(16, int(rows**0.5))
