@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -22,8 +21,8 @@ from memory.locks import WorkspaceLockTimeout
 
 from .app import Services, local_user
 from .config import ConfigError, load_config
+from .logs import config_secrets, setup_logging
 
-log = logging.getLogger("membridge")
 
 
 class CommandError(RuntimeError):
@@ -259,6 +258,23 @@ def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ console
+def cmd_console(services: Services, args: argparse.Namespace) -> int:
+    from .console import ConsoleError, serve
+
+    def started(url: str) -> None:
+        print(f"membridge: memory console at {url} (sign in with console.token or console.admin_token; "
+              "Ctrl-C stops it)", file=sys.stderr)
+
+    try:
+        asyncio.run(serve(services, on_started=started))
+    except ConsoleError as exc:
+        raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how the console is meant to stop
+    return 0
+
+
 # ------------------------------------------------------------------- doctor
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
     from .doctor import run_checks
@@ -283,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
     chat = commands.add_parser("chat", help="chat in this terminal (no chat token needed)")
     chat.set_defaults(handler=cmd_chat)
+    console = commands.add_parser("console", help="serve the memory console web page (see console.* in config.yaml)")
+    console.set_defaults(handler=cmd_console)
 
     memory = commands.add_parser("memory", help="search and maintain memory").add_subparsers(
         dest="memory_command", required=True, metavar="SUBCOMMAND")
@@ -350,16 +368,13 @@ def _days(value: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.verbose)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"membridge: {exc}", file=sys.stderr)
         return 2
+    setup_logging(args.verbose, config_secrets(config))
     services = Services(config)
     try:
         return int(args.handler(services, args))

@@ -22,6 +22,7 @@ from channels import Channel, IncomingMessage, Reply
 from plugins import Action, Event, EventContext, PluginRegistry
 
 from .app import Services, local_user
+from .console import start_in_background
 from .scopes import scope_for
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,12 @@ class Bridge:
 
     # ---------------------------------------------------------- lifecycle
     async def start(self, *, timer: bool = True) -> None:
+        """Start plugins, the flush worker, (for ``run``) the timer and console, then the channels."""
+        _ = self.services.agent, self.services.dreamer  # build shared parts once, before any thread uses them
+        if timer:
+            console = start_in_background(self.services)
+            if console is not None:
+                self._background.append(console)
         await self.plugins.start()
         self.services.flush_worker.start()
         if timer:

@@ -1,0 +1,425 @@
+// membridge memory console: see and fix what the bot remembers.
+//
+// Plain browser JavaScript with no build step. Every piece of memory is put on the page with
+// textContent (never as HTML), because memory holds whatever people wrote in chats. The token is
+// kept in sessionStorage (this tab only) and sent in the Authorization header, never in a URL.
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "membridge.console.token";
+  const PALETTE = ["#2f6fdf", "#e0662f", "#2f9e6b", "#a447c2", "#c9a227", "#d6456f", "#3aa3b8", "#6b7a8f"];
+  const state = {
+    admin: false, view: null, scope: null, pane: "memory", version: null, page: null, pages: new Map(), graph: null,
+  };
+
+  const $ = (id) => document.getElementById(id);
+  const enc = encodeURIComponent;
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // ------------------------------------------------------------ helpers
+  function el(tag, { text, className, title, onClick } = {}, children = []) {
+    const node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (className) node.className = className;
+    if (title) node.title = title;
+    if (onClick) node.addEventListener("click", onClick);
+    node.append(...children);
+    return node;
+  }
+
+  function when(iso) {
+    return iso ? new Date(iso).toLocaleString() : "never";
+  }
+
+  function plural(count, one, many = `${one}s`) {
+    return `${count} ${count === 1 ? one : many}`;
+  }
+
+  function score(value) {
+    return value === null || value === undefined ? "—" : Number(value).toFixed(3);
+  }
+
+  function notice(message, isError = false) {
+    const box = $("notice");
+    box.textContent = message;
+    box.classList.toggle("error", isError);
+    box.hidden = !message;
+  }
+
+  /** Run a user action; show its failure on the page (a 401 has already sent the user to sign in). */
+  async function run(task) {
+    notice("");
+    try {
+      await task();
+    } catch (error) {
+      if (error.status !== 401) notice(error.message || String(error), true);
+    }
+  }
+
+  function markActive(container, selector, predicate) {
+    for (const node of container.querySelectorAll(selector)) node.classList.toggle("active", predicate(node));
+  }
+
+  // ---------------------------------------------------------------- API
+  function token() {
+    return sessionStorage.getItem(TOKEN_KEY) || "";
+  }
+
+  /** A link like /#token=... signs in once; the fragment never reaches the server, and we drop it. */
+  function takeTokenFromFragment() {
+    const value = new URLSearchParams(location.hash.slice(1)).get("token");
+    if (!value) return;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  async function api(path, { method = "GET", body } = {}) {
+    const headers = { Authorization: `Bearer ${token()}`, Accept: "application/json" };
+    const init = { method, headers, cache: "no-store", credentials: "omit" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    const data = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
+    if (response.status === 401) signOut("That token was not accepted; paste it again.");
+    if (!response.ok) throw new ApiError(response.status, data.error || response.statusText);
+    return data;
+  }
+
+  // ------------------------------------------------------------ sign-in
+  function showLogin(message = "") {
+    for (const id of ["tabs", "session"]) $(id).hidden = true;
+    for (const view of document.querySelectorAll(".view")) view.hidden = true;
+    $("login").hidden = false;
+    $("login-error").textContent = message;
+    $("token-input").value = "";
+    $("token-input").focus();
+  }
+
+  function signOut(message = "") {
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (state.graph) state.graph.destroy();
+    Object.assign(state, { admin: false, view: null, scope: null, version: null, graph: null });
+    showLogin(message);
+  }
+
+  async function enter() {
+    let who;
+    try {
+      who = await api("/api/whoami");
+    } catch (error) {
+      if (error.status !== 401) showLogin(error.message);
+      return;
+    }
+    state.admin = who.admin;
+    $("login").hidden = true;
+    $("tabs").hidden = false;
+    $("session").hidden = false;
+    $("role").textContent = who.admin ? "admin" : "read-only";
+    $("role").classList.toggle("admin", who.admin);
+    await showView("scopes");
+  }
+
+  // -------------------------------------------------------------- views
+  const loaders = {
+    scopes: () => loadScopes(),
+    search: () => fillScopeSelect(),
+    knowledge: (path) => loadPages(path),
+    graph: () => loadGraph(),
+  };
+
+  async function showView(name, argument) {
+    state.view = name;
+    for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
+    markActive($("tabs"), ".tab", (tab) => tab.dataset.view === name);
+    await run(() => loaders[name](argument));
+  }
+
+  // ------------------------------------------------------------- scopes
+  async function loadScopes() {
+    const scopes = await api("/api/scopes");
+    const list = $("scope-list");
+    list.replaceChildren();
+    $("scope-empty").hidden = scopes.length > 0;
+    for (const item of scopes) {
+      const button = el("button", { className: "scope", onClick: () => run(() => openScope(item.scope)) }, [
+        el("span", { className: "scope-name", text: item.scope }),
+        el("span", { className: "scope-meta scope-counts", text: scopeCounts(item) }),
+        el("span", { className: "scope-meta scope-when", text: `last activity ${when(item.last_activity)}` }),
+      ]);
+      button.dataset.scope = item.scope;
+      list.append(el("li", {}, [button]));
+    }
+    const current = scopes.find((item) => item.scope === state.scope) || scopes[0];
+    if (current) await openScope(current.scope);
+  }
+
+  function scopeCounts(item) {
+    return `${plural(item.memory_entries, "entry", "entries")} · ${plural(item.daily_files, "day")} · `
+      + `${plural(item.dream_files, "dream")} · ${plural(item.versions, "version")}`;
+  }
+
+  async function openScope(scope) {
+    state.scope = scope;
+    $("scope-title").textContent = `Scope ${scope}`;
+    $("scope-tabs").hidden = false;
+    markActive($("scope-list"), ".scope", (node) => node.dataset.scope === scope);
+    await showPane(state.pane);
+  }
+
+  async function showPane(pane) {
+    state.pane = pane;
+    for (const name of ["memory", "daily", "dreams"]) $(`pane-${name}`).hidden = name !== pane;
+    markActive($("scope-tabs"), ".subtab", (tab) => tab.dataset.pane === pane);
+    await (pane === "memory" ? loadMemory() : loadDated(pane));
+  }
+
+  // ---------------------------------------------------------- MEMORY.md
+  async function loadMemory() {
+    const data = await api(`/api/scopes/${enc(state.scope)}/memory`);
+    $("memory-content").textContent = data.content || "(MEMORY.md is empty)";
+    const rows = data.versions.map((version) => {
+      const row = el("tr", { className: "clickable", onClick: () => run(() => openVersion(version.id)) }, [
+        el("td", {}, [el("button", { className: "link", text: `v${version.id}` })]),
+        el("td", { text: when(version.created_at) }),
+        el("td", { text: version.cause }),
+        el("td", { className: "num", text: version.entries }),
+      ]);
+      row.dataset.version = version.id;
+      return row;
+    });
+    $("versions").tBodies[0].replaceChildren(...rows);
+    $("versions").hidden = rows.length === 0;
+    $("versions-empty").hidden = rows.length > 0;
+    $("version-box").hidden = true;
+  }
+
+  async function openVersion(id) {
+    const version = await api(`/api/scopes/${enc(state.scope)}/memory/versions/${enc(id)}`);
+    state.version = version.id;
+    markActive($("versions"), "tr", (row) => row.dataset.version === String(version.id));
+    $("version-title").textContent = version.previous === null
+      ? `Version ${version.id} (${version.cause}): the first recorded version, shown against an empty file`
+      : `Version ${version.id} (${version.cause}): changes since version ${version.previous}`;
+    renderDiff($("version-diff"), version.diff || "(no change from the version before)\n");
+    $("revert-box").hidden = !state.admin;
+    $("read-only-note").hidden = state.admin;
+    confirmRevert(false);
+    $("version-box").hidden = false;
+  }
+
+  function renderDiff(pre, text) {
+    const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n") : text.split("\n");
+    pre.replaceChildren(...lines.map((line) => el("span", { className: `line ${diffClass(line)}`, text: line })));
+  }
+
+  function diffClass(line) {
+    if (line.startsWith("+++") || line.startsWith("---")) return "meta";
+    if (line.startsWith("@@")) return "hunk";
+    if (line.startsWith("+")) return "add";
+    if (line.startsWith("-")) return "del";
+    return "same";
+  }
+
+  function confirmRevert(asking) {
+    $("revert-start").hidden = asking;
+    $("revert-confirm").hidden = !asking;
+  }
+
+  async function revert() {
+    const { scope, version } = state;
+    $("revert-yes").disabled = true;
+    try {
+      const result = await api(`/api/scopes/${enc(scope)}/memory/revert`, { method: "POST", body: { version } });
+      await loadMemory();
+      await openVersion(result.version);
+      await refreshScopeList();
+      notice(`MEMORY.md of ${scope} now has the exact content of version ${version} (saved as version ${result.version}).`);
+    } finally {
+      $("revert-yes").disabled = false;
+    }
+  }
+
+  /** A revert changes the sidebar's counts; redraw them without reloading the open pane. */
+  async function refreshScopeList() {
+    for (const item of await api("/api/scopes")) {
+      const button = $("scope-list").querySelector(`[data-scope="${CSS.escape(item.scope)}"]`);
+      if (!button) continue;
+      button.querySelector(".scope-counts").textContent = scopeCounts(item);
+      button.querySelector(".scope-when").textContent = `last activity ${when(item.last_activity)}`;
+    }
+  }
+
+  // ----------------------------------------------------- daily / dreams
+  async function loadDated(kind) {
+    const files = await api(`/api/scopes/${enc(state.scope)}/${kind}`);
+    const empty = kind === "daily" ? "No daily memory yet." : "No dream diaries yet.";
+    $(`${kind}-title`).textContent = files.length ? "Choose a date" : empty;
+    $(`${kind}-content`).textContent = "";
+    $(`${kind}-list`).replaceChildren(...files.map((file) => {
+      const button = el("button", {
+        className: "date", text: file.date, title: plural(file.size, "byte"),
+        onClick: () => run(() => openDated(kind, file.date)),
+      });
+      button.dataset.date = file.date;
+      return el("li", {}, [button]);
+    }));
+    if (files.length) await openDated(kind, files[0].date);
+  }
+
+  async function openDated(kind, date) {
+    const data = await api(`/api/scopes/${enc(state.scope)}/${kind}/${enc(date)}`);
+    $(`${kind}-title`).textContent = `${kind === "daily" ? "Daily memory" : "Dream diary"} of ${data.date}`;
+    $(`${kind}-content`).textContent = data.content;
+    markActive($(`${kind}-list`), ".date", (node) => node.dataset.date === data.date);
+  }
+
+  // ------------------------------------------------------------- search
+  async function fillScopeSelect() {
+    const scopes = await api("/api/scopes");
+    const select = $("search-scope");
+    const chosen = select.value || state.scope;
+    select.replaceChildren(...scopes.map((item) => {
+      const option = el("option", { text: item.scope });
+      option.value = item.scope;
+      return option;
+    }));
+    if (scopes.some((item) => item.scope === chosen)) select.value = chosen;
+    $("search-q").focus();
+  }
+
+  async function search() {
+    const query = $("search-q").value.trim();
+    const scope = $("search-scope").value;
+    const params = new URLSearchParams({ q: query, scope, limit: $("search-limit").value || "20" });
+    const data = await api(`/api/search?${params}`);
+    const rows = data.results.map((result, index) => el("tr", {}, [
+      el("td", { className: "num", text: index + 1 }),
+      el("td", { className: "num strong", text: score(result.score) }),
+      el("td", { className: "num", text: score(result.vector_score), title: "cosine similarity (— : not scored)" }),
+      el("td", { className: "num", text: score(result.keyword_score), title: "keyword (BM25) score, normalised" }),
+      el("td", { className: "num", text: score(result.decay), title: "age decay of dated daily files" }),
+      el("td", { text: result.source }),
+      el("td", { className: "where", text: `${result.path}:${result.start_line}-${result.end_line}` }),
+      el("td", {}, [el("div", { className: "snippet", text: result.text })]),
+    ]));
+    $("search-results").tBodies[0].replaceChildren(...rows);
+    $("search-results").hidden = rows.length === 0;
+    $("search-status").textContent = rows.length
+      ? `${plural(rows.length, "result")} for “${data.query}” in ${data.scope} and the shared knowledge.`
+      : `Nothing matches “${data.query}” in ${data.scope} or the shared knowledge.`;
+  }
+
+  // ---------------------------------------------------------- knowledge
+  async function loadPages(path) {
+    const pages = await api("/api/knowledge");
+    state.pages = new Map(pages.map((page) => [page.path, page]));
+    $("pages-empty").hidden = pages.length > 0;
+    const byCategory = new Map();
+    for (const page of pages) {
+      if (!byCategory.has(page.category)) byCategory.set(page.category, []);
+      byCategory.get(page.category).push(page);
+    }
+    $("page-list").replaceChildren(...[...byCategory].map(([category, group]) => el("div", { className: "category" }, [
+      el("h3", { text: category }),
+      el("ul", { className: "page-list" }, group.map((page) => {
+        const button = el("button", { className: "page", text: page.title, title: page.path,
+          onClick: () => run(() => openPage(page.path)) });
+        button.dataset.path = page.path;
+        return el("li", {}, [button]);
+      })),
+    ])));
+    const target = path || (state.pages.has(state.page) ? state.page : pages[0]?.path);
+    if (target) await openPage(target);
+  }
+
+  async function openPage(path) {
+    const data = await api(`/api/knowledge/page?${new URLSearchParams({ path })}`);
+    state.page = path;
+    $("page-title").textContent = state.pages.get(path)?.title || path;
+    $("page-path").textContent = data.path;
+    $("page-content").textContent = data.content;
+    markActive($("page-list"), ".page", (node) => node.dataset.path === path);
+  }
+
+  // -------------------------------------------------------------- graph
+  const GRAPH_STYLE = [
+    {
+      selector: "node",
+      style: {
+        "background-color": "data(colour)", label: "data(label)", color: "#1f2933", "font-size": 13,
+        "text-valign": "bottom", "text-margin-y": 6, width: 26, height: 26,
+        "text-wrap": "ellipsis", "text-max-width": 180,
+      },
+    },
+    { selector: "edge", style: { width: 2, "line-color": "#a9b4c2", "curve-style": "straight" } },
+    { selector: "node:selected", style: { "border-width": 3, "border-color": "#1f2933" } },
+  ];
+
+  async function loadGraph() {
+    const graph = await api("/api/knowledge/graph");
+    if (state.graph) state.graph.destroy();
+    state.graph = null;
+    if (typeof window.cytoscape !== "function") {
+      throw new Error("the graph library (static/vendor/cytoscape.min.js) did not load");
+    }
+    const categories = [...new Set(graph.nodes.map((node) => node.category))].sort();
+    const colour = (category) => PALETTE[categories.indexOf(category) % PALETTE.length];
+    $("graph-status").textContent = graph.nodes.length
+      ? `${plural(graph.nodes.length, "page")}, ${plural(graph.edges.length, "link")}. Click a page to read it; drag to move.`
+      : "No knowledge pages yet.";
+    state.graph = window.cytoscape({
+      container: $("graph"),
+      elements: [
+        ...graph.nodes.map((node) => ({ data: { id: node.id, label: node.title, colour: colour(node.category) } })),
+        ...graph.edges.map((edge) => ({ data: { id: `${edge.source} ${edge.target}`, source: edge.source, target: edge.target } })),
+      ],
+      style: GRAPH_STYLE,
+      layout: { name: graph.nodes.length > 1 ? "cose" : "grid", animate: false, padding: 40 },
+    });
+    state.graph.on("tap", "node", (event) => showView("knowledge", event.target.id()));
+    window.consoleGraph = state.graph; // for a look from the browser's devtools (and the browser test)
+    $("graph-legend").replaceChildren(...categories.map((category) => {
+      const swatch = el("span", { className: "swatch" });
+      swatch.style.backgroundColor = colour(category);
+      return el("li", {}, [swatch, el("span", { text: category })]);
+    }));
+  }
+
+  // --------------------------------------------------------------- wiring
+  function wire() {
+    $("login-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, $("token-input").value.trim());
+      run(enter);
+    });
+    $("logout").addEventListener("click", () => signOut());
+    for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
+    for (const tab of document.querySelectorAll(".subtab")) {
+      tab.addEventListener("click", () => run(() => showPane(tab.dataset.pane)));
+    }
+    $("revert-start").addEventListener("click", () => confirmRevert(true));
+    $("revert-no").addEventListener("click", () => confirmRevert(false));
+    $("revert-yes").addEventListener("click", () => run(revert));
+    $("search-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      run(search);
+    });
+  }
+
+  function start() {
+    wire();
+    takeTokenFromFragment();
+    if (token()) run(enter);
+    else showLogin();
+  }
+
+  start();
+})();

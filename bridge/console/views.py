@@ -1,0 +1,249 @@
+"""What the console shows, read from the workspace: plain functions returning JSON-ready data.
+
+These run in worker threads (they touch files and SQLite), so they take plain strings, never the
+HTTP request. They raise :class:`BadRequest`, :class:`NotFound` or :class:`Conflict` (or the memory
+package's own ``ScopeError``/``MemoryPathError``/``KnowledgeError``), which the API maps to statuses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from memory.dream import MemoryFile, Version, count_entries, unified_diff
+from memory.knowledge import KnowledgePage
+from memory.scopes import validate_scope
+
+from ..app import Services
+
+MAX_SEARCH_LIMIT = 100
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATED_NAME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+
+JSON = dict[str, Any]
+
+
+class BadRequest(ValueError):
+    """The request itself is wrong (HTTP 400); the message says what is expected."""
+
+
+class NotFound(LookupError):
+    """The named scope, version, date or page does not exist (HTTP 404)."""
+
+
+class Conflict(RuntimeError):
+    """The request is valid but the memory's state does not allow it (HTTP 409)."""
+
+
+def iso_time(timestamp: float) -> str:
+    """UTC with an explicit offset, so the browser can show it in the operator's own time zone."""
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------ scopes
+def existing_scope(services: Services, scope: str) -> str:
+    """``scope`` if it is a valid name (else ScopeError → 400) that exists on disk (else 404)."""
+    if not scope:
+        raise BadRequest("scope is required, e.g. scope=telegram-12345")
+    validate_scope(scope)
+    known = services.workspace.list_scopes()
+    if scope not in known:
+        raise NotFound(f"unknown scope {scope!r} (known scopes: {', '.join(known) or 'none yet'})")
+    return scope
+
+
+def list_scopes(services: Services) -> list[JSON]:
+    return [_scope_summary(services, scope) for scope in services.workspace.list_scopes()]
+
+
+def _scope_summary(services: Services, scope: str) -> JSON:
+    workspace = services.workspace
+    memory = workspace.memory_file(scope)
+    daily = _dated_files(workspace.daily_dir(scope))
+    dreams = _dated_files(workspace.dreams_dir(scope))
+    files = [path for _day, path in daily + dreams] + ([memory] if memory.is_file() else [])
+    newest = max((path.stat().st_mtime for path in files), default=None)
+    return {
+        "scope": scope,
+        "memory_entries": count_entries(_text(services.dreamer.memory_file.read(scope))),
+        "daily_files": len(daily),
+        "dream_files": len(dreams),
+        "last_activity": None if newest is None else iso_time(newest),
+        "versions": len(services.dreamer.memory_file.versions(scope)),
+    }
+
+
+def _dated_files(folder: Path) -> list[tuple[str, Path]]:
+    """``(date, path)`` of the regular ``YYYY-MM-DD.md`` files in ``folder``, newest first.
+
+    Symbolic links are left out: the memory index does not follow them either.
+    """
+    try:
+        with os.scandir(folder) as entries:
+            found = [
+                (match.group(1), Path(entry.path))
+                for entry in entries
+                if (match := _DATED_NAME_RE.match(entry.name)) and entry.is_file(follow_symlinks=False)
+            ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(found, reverse=True)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+# --------------------------------------------------------------- MEMORY.md
+def memory_view(services: Services, scope: str) -> JSON:
+    memory_file = services.dreamer.memory_file
+    scope = existing_scope(services, scope)
+    return {
+        "scope": scope,
+        "content": _text(memory_file.read(scope)),
+        "versions": [_version_summary(version) for version in memory_file.versions(scope)],
+    }
+
+
+def _version_summary(version: Version) -> JSON:
+    return {"id": version.id, "created_at": iso_time(version.created_at), "cause": version.cause,
+            "entries": version.entries}
+
+
+def parse_version(raw: str) -> int:
+    if not raw.isdigit() or int(raw) < 1:
+        raise BadRequest(f"version must be a whole number of 1 or more, got {raw!r}")
+    return int(raw)
+
+
+def version_view(services: Services, scope: str, version_id: int) -> JSON:
+    """One version's bytes and its diff against the version before it (or an empty file)."""
+    memory_file = services.dreamer.memory_file
+    scope = existing_scope(services, scope)
+    versions = memory_file.versions(scope)  # newest first
+    position = next((index for index, version in enumerate(versions) if version.id == version_id), None)
+    if position is None:
+        raise NotFound(_missing_version(scope, version_id, versions))
+    previous = versions[position + 1] if position + 1 < len(versions) else None
+    content = _text(memory_file.content(scope, version_id))
+    before = "" if previous is None else _text(memory_file.content(scope, previous.id))
+    return {
+        **_version_summary(versions[position]),
+        "previous": None if previous is None else previous.id,
+        "content": content,
+        "diff": unified_diff(before, content),
+    }
+
+
+def _missing_version(scope: str, version_id: int, versions: list[Version]) -> str:
+    known = ", ".join(str(version.id) for version in versions) or "none"
+    return f"MEMORY.md of scope {scope!r} has no version {version_id} (versions: {known})"
+
+
+def parse_revert_body(body: object) -> int | None:
+    """The ``version`` of a revert request: a positive whole number, or null for "the previous one"."""
+    if not isinstance(body, dict):
+        raise BadRequest('the body must be a JSON object like {"version": 3} or {"version": null}')
+    version = body.get("version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise BadRequest(f"version must be a whole number of 1 or more, or null; got {version!r}")
+    return version
+
+
+def revert(services: Services, scope: str, version: int | None) -> JSON:
+    """Write the chosen version's exact bytes back to MEMORY.md (recorded as a new version)."""
+    memory_file: MemoryFile = services.dreamer.memory_file
+    scope = existing_scope(services, scope)
+    try:
+        new_version, diff = memory_file.revert(scope, version)
+    except KeyError as exc:
+        message = str(exc.args[0])
+        raise (Conflict(message) if version is None else NotFound(message)) from None
+    return {"scope": scope, "version": new_version, "diff": diff}
+
+
+# ---------------------------------------------------------- daily / dreams
+def parse_date(raw: str) -> str:
+    """A real calendar date as ``YYYY-MM-DD``; anything else (paths included) is a 400."""
+    try:
+        if _DATE_RE.match(raw):
+            return date.fromisoformat(raw).isoformat()
+    except ValueError:
+        pass
+    raise BadRequest(f"date must be a calendar date like 2026-01-31, got {raw!r}")
+
+
+def daily_list(services: Services, scope: str) -> list[JSON]:
+    return _dated_list(services.workspace.daily_dir(existing_scope(services, scope)))
+
+
+def dreams_list(services: Services, scope: str) -> list[JSON]:
+    return _dated_list(services.workspace.dreams_dir(existing_scope(services, scope)))
+
+
+def _dated_list(folder: Path) -> list[JSON]:
+    return [{"date": day, "size": path.stat().st_size} for day, path in _dated_files(folder)]
+
+
+def daily_file(services: Services, scope: str, day: str) -> JSON:
+    return _dated_file(services, scope, day, "memory", "daily memory")
+
+
+def dream_file(services: Services, scope: str, day: str) -> JSON:
+    return _dated_file(services, scope, day, "memory/dreams", "dream diary")
+
+
+def _dated_file(services: Services, scope: str, day: str, folder: str, what: str) -> JSON:
+    """Read through ``MemoryManager.resolve``, which refuses anything that leads out of the scope."""
+    scope = existing_scope(services, scope)
+    day = parse_date(day)
+    path = services.memory.resolve(scope, f"{folder}/{day}.md")
+    if not path.is_file():
+        raise NotFound(f"scope {scope!r} has no {what} for {day}")
+    return {"date": day, "content": _text(path.read_bytes())}
+
+
+# ------------------------------------------------------------------ search
+def search(services: Services, query: Mapping[str, str]) -> JSON:
+    """Every score that went into the ranking, with ``min_score=0`` so weak hits show too."""
+    words = query.get("q", "").strip()
+    if not words:
+        raise BadRequest("q is required: the words to search for")
+    scope = existing_scope(services, query.get("scope", ""))
+    limit = _parse_limit(query.get("limit"))
+    results = services.memory.search(words, scope, limit=limit, min_score=0.0)
+    return {"query": words, "scope": scope, "results": [result.to_dict() for result in results]}
+
+
+def _parse_limit(raw: str | None) -> int | None:
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SEARCH_LIMIT:
+        raise BadRequest(f"limit must be a whole number from 1 to {MAX_SEARCH_LIMIT}, got {raw!r}")
+    return int(raw)
+
+
+# --------------------------------------------------------------- knowledge
+def knowledge_pages(services: Services) -> list[JSON]:
+    return [_page_summary(page) for page in services.knowledge.list_pages()]
+
+
+def _page_summary(page: KnowledgePage) -> JSON:
+    return {"path": page.path, "category": page.category, "slug": page.slug, "title": page.title,
+            "size": page.size, "modified": iso_time(page.modified)}
+
+
+def knowledge_page(services: Services, path: str | None) -> JSON:
+    if not path:
+        raise BadRequest("path is required, e.g. path=tech/deploy")
+    return {"path": path, "content": services.knowledge.read(path)}
+
+
+def knowledge_graph(services: Services) -> JSON:
+    return services.knowledge.build_graph().to_dict()
