@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from memory.config import EmbeddingSettings, MemorySettings
+from memory.config import EmbeddingSettings, MemorySettings, StrictSettings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -25,20 +25,7 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key and what to do."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: object, info: ValidationInfo) -> object:
-        """``${VAR:-}`` with VAR unset gives "": for an optional key that means "not set"."""
-        field = cls.model_fields.get(info.field_name or "")
-        if value == "" and field is not None and field.default is None:
-            return None
-        return value
-
-
-class LLMSettings(_Strict):
+class LLMSettings(StrictSettings):
     base_url: str | None = None
     api_key: str | None = None
     model: str = "gpt-4o-mini"
@@ -48,22 +35,22 @@ class LLMSettings(_Strict):
     stream: bool = True
 
 
-class ContextSettings(_Strict):
+class ContextSettings(StrictSettings):
     max_turns: int = Field(default=20, ge=1, le=1000)
     max_tokens: int = Field(default=16000, ge=500)
 
 
-class ConversationSettings(_Strict):
+class ConversationSettings(StrictSettings):
     max_age_days: int = Field(default=90, ge=1)
     keep_scheduled: int = Field(default=10, ge=0)
 
 
-class AgentSettings(_Strict):
+class AgentSettings(StrictSettings):
     max_steps: int = Field(default=8, ge=1, le=50)
     persona_file: str | None = None
 
 
-class TelegramSettings(_Strict):
+class TelegramSettings(StrictSettings):
     enabled: bool = False
     token: str | None = None
     base_url: str = "https://api.telegram.org/bot"
@@ -75,7 +62,7 @@ class TelegramSettings(_Strict):
     allowed_users: list[str | int] = Field(default_factory=list)
 
 
-class SlackSettings(_Strict):
+class SlackSettings(StrictSettings):
     enabled: bool = False
     bot_token: str | None = None
     app_token: str | None = None
@@ -87,31 +74,31 @@ class SlackSettings(_Strict):
     progress: bool = False
 
 
-class TerminalSettings(_Strict):
+class TerminalSettings(StrictSettings):
     enabled: bool = True
     user: str | None = None
 
 
-class ChannelsSettings(_Strict):
+class ChannelsSettings(StrictSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     terminal: TerminalSettings = Field(default_factory=TerminalSettings)
 
 
-class PluginsSettings(_Strict):
+class PluginsSettings(StrictSettings):
     enabled: list[str] = Field(default_factory=lambda: ["commands"])
     dirs: list[str] = Field(default_factory=list)
     config: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-class BridgeSettings(_Strict):
+class BridgeSettings(StrictSettings):
     max_concurrent_chats: int = Field(default=64, ge=1, le=10000)
     max_message_chars: int = Field(default=20000, ge=100, le=1_000_000)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     dedupe_window: int = Field(default=10000, ge=10)
 
 
-class ConsoleSettings(_Strict):
+class ConsoleSettings(StrictSettings):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
@@ -119,7 +106,7 @@ class ConsoleSettings(_Strict):
     admin_token: str | None = None
 
 
-class AppConfig(_Strict):
+class AppConfig(StrictSettings):
     workspace: str = "./workspace"
     admins: list[str] = Field(default_factory=list)
     llm: LLMSettings = Field(default_factory=LLMSettings)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 _TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
-class _Strict(BaseModel):
+class StrictSettings(BaseModel):
     """Unknown keys are errors: a typo in config.yaml must not be silently ignored."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -29,7 +29,7 @@ class _Strict(BaseModel):
         return value
 
 
-class EmbeddingSettings(_Strict):
+class EmbeddingSettings(StrictSettings):
     provider: Literal["local", "openai", "none"] = "local"
     base_url: str | None = None
     api_key: str | None = None
@@ -39,7 +39,7 @@ class EmbeddingSettings(_Strict):
     max_retries: int = Field(default=3, ge=0, le=10)
 
 
-class DreamSettings(_Strict):
+class DreamSettings(StrictSettings):
     enabled: bool = True
     time: str = "23:50"
     jitter_minutes: int = Field(default=5, ge=0, le=120)
@@ -55,7 +55,7 @@ class DreamSettings(_Strict):
         return value
 
 
-class MemorySettings(_Strict):
+class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
     keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0)
