@@ -1,0 +1,674 @@
+"""Telegram: private chats and addressed group messages, over long polling or a webhook.
+
+python-telegram-bot (PTB) speaks the Bot API; this module decides which updates are turns, turns
+them into :class:`IncomingMessage` objects and sends answers as MarkdownV2.
+
+Which messages are turns. In a private chat every text (or caption) is one. In a group only what
+is meant for the bot: a ``@botname`` mention, a reply to one of the bot's messages, or a
+``/command`` (bare, or ``/command@botname``); the handle is removed from the text the bridge
+sees. Edits, service messages and other update kinds are ignored; media without a caption get a
+short note in private chats only. ``allowed_users`` is checked before anything else.
+
+Ordering and concurrency. PTB hands updates over one at a time (``concurrent_updates`` off) and
+the handler never awaits the bridge: it filters, de-duplicates and appends the turn to its chat's
+lane, a queue with one worker task per chat. One chat's messages therefore reach ``on_message``
+in arrival order by construction, while a slow turn holds up neither the update loop nor other
+chats. ``concurrent_updates(True)`` would free the loop too, but it runs every update as a task of
+its own and promises no order among them, so order would rest on scheduling details.
+
+Formatting and delivery. A reply is split at 4096 characters first (Telegram counts the text
+after parsing, which Markdown rendering rarely makes longer), then each part is rendered to
+MarkdownV2; if Telegram still refuses a part, that part goes again as plain text, so a reply is
+never lost to formatting. Flood control (429) is waited out a bounded number of times by our own
+loop: PTB's ``AIORateLimiter`` would put typing actions in the same per-group budget (20 a minute)
+as the answers they announce, and it holds every request of the bot while one chat waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
+from functools import partial
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+from telegram import Bot, Chat, Message, ReplyParameters, Update, User
+from telegram.constants import ChatAction, ParseMode, UpdateType
+from telegram.error import BadRequest, RetryAfter
+from telegram.ext import Application, ApplicationBuilder, TypeHandler, filters
+from telegram.warnings import PTBDeprecationWarning
+
+from .base import Channel, IncomingMessage, MessageHandler, Reply, split_message
+
+__all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
+
+log = logging.getLogger(__name__)
+
+#: Said in a private chat to a photo, sticker or voice message without text.
+NON_TEXT_NOTE = "I can only read text messages for now."
+#: Only new messages are turns; asking for nothing else spares traffic.
+_ALLOWED_UPDATES = [UpdateType.MESSAGE]
+#: How many update ids are remembered to drop Telegram's re-deliveries.
+_RECENT_UPDATES = 2048
+
+T = TypeVar("T")
+Job = Callable[[], Awaitable[Any]]
+_App = Application[Any, Any, Any, Any, Any, Any]
+_ApiCall = Callable[..., Awaitable[object]]
+
+
+class TelegramChannel(Channel):
+    """A Telegram bot; see the module docstring for what becomes a turn and how order is kept."""
+
+    name = "telegram"
+    max_message_chars = 4096
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        base_url: str = "https://api.telegram.org/bot",
+        base_file_url: str | None = None,
+        mode: Literal["polling", "webhook"] = "polling",
+        webhook_url: str | None = None,
+        webhook_host: str = "127.0.0.1",
+        webhook_port: int = 8443,
+        webhook_path: str | None = None,
+        secret_token: str | None = None,
+        allowed_users: Sequence[str | int] = (),
+        poll_interval: float = 0.0,
+        poll_timeout: int = 10,
+        typing_interval: float = 4.0,
+        flood_attempts: int = 5,
+        drain_timeout: float = 10.0,
+    ) -> None:
+        """``base_url`` is PTB's form (the token is appended); ``base_file_url`` defaults to its
+        ``/file/bot`` sibling. ``webhook_path`` is where the local server listens, by default the
+        path of ``webhook_url``. ``poll_timeout`` is the long-poll wait in seconds,
+        ``typing_interval`` how often "typing…" is renewed, ``flood_attempts`` how many tries a
+        call gets under flood control, ``drain_timeout`` how long ``stop`` lets running turns
+        finish."""
+        if mode not in ("polling", "webhook"):
+            raise ValueError(f"mode must be 'polling' or 'webhook', not {mode!r}")
+        if mode == "webhook" and not webhook_url:
+            raise ValueError("webhook mode needs the public webhook_url Telegram should post to")
+        self._token = token
+        self._base_url = base_url
+        self._base_file_url = base_file_url or _file_url(base_url)
+        self._mode = mode
+        self._webhook_url = webhook_url
+        self._webhook_host = webhook_host
+        self._webhook_port = webhook_port
+        local_path = webhook_path if webhook_path is not None else urlsplit(webhook_url or "").path
+        self._webhook_path = local_path.strip("/")
+        self._secret_token = secret_token
+        self._allowed_ids, self._allowed_names = _parse_allowed(allowed_users)
+        self._poll_interval = poll_interval
+        self._poll_timeout = poll_timeout
+        self._typing_interval = typing_interval
+        self._flood_attempts = max(1, flood_attempts)
+        self._drain_timeout = drain_timeout
+        self._app: _App | None = None
+        self._bot: Bot | None = None
+        self._bot_id = 0
+        self._bot_username: str | None = None
+        self._mention_re = _NEVER  # until start() learns the bot's handle
+        self._recent = _RecentIds(_RECENT_UPDATES)
+        self._lanes = _ChatLanes()
+
+    @property
+    def bot_username(self) -> str | None:
+        """The bot's @username without the '@', known once ``start`` has returned."""
+        return self._bot_username
+
+    async def start(self, on_message: MessageHandler) -> None:
+        """Connect (``getMe``), then poll or serve the webhook; returns once updates flow."""
+        if self._app is not None:
+            raise RuntimeError("TelegramChannel is already started")
+        self._app = app = self._build_application(on_message)
+        try:
+            await app.initialize()
+            self._learn_identity(app.bot)
+            await app.start()
+            await self._start_updater(app)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("Telegram: receiving as @%s by %s", self._bot_username, self._mode)
+
+    async def stop_receiving(self) -> None:
+        """Stop fetching updates; the bot stays connected so turns in flight can still answer.
+
+        Updates not fetched yet stay with Telegram and come again at the next start.
+        """
+        app = self._app
+        if app is not None and app.updater is not None and app.updater.running:
+            await app.updater.stop()
+
+    async def stop(self) -> None:
+        """Stop intake, let running turns finish (up to ``drain_timeout``), then disconnect."""
+        app, self._app = self._app, None
+        if app is None:
+            return
+        try:
+            if app.updater is not None and app.updater.running:
+                await app.updater.stop()
+            if app.running:
+                await app.stop()  # hands over updates already fetched
+            await self._lanes.close(self._drain_timeout)
+        finally:
+            await app.shutdown()
+            await app.bot.shutdown()  # the app skips it if getMe failed in start; a no-op otherwise
+            self._bot = None
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        """Send ``reply`` to ``to``'s chat (and forum topic) in parts of at most 4096 characters."""
+        bot = self._require_bot()
+        target: dict[str, Any] = {
+            "chat_id": int(to.chat_id),
+            "message_thread_id": _int_or_none(reply.thread_id or to.thread_id),
+        }
+        replying = _replying_to(reply.reply_to)
+        for part in split_message(reply.text, self.max_message_chars):
+            if not part.strip():
+                continue
+            call = partial(bot.send_message, reply_parameters=replying, **target)
+            await self._put_text(call, part, reply.markdown)
+            replying = None  # only the first part answers the message
+
+    async def edit(
+        self, to: IncomingMessage, message_id: str, text: str, *, markdown: bool = True
+    ) -> None:
+        """Replace the text of the bot's message ``message_id`` in ``to``'s chat.
+
+        ``text`` must fit one message. The same text again is a no-op: Telegram calls it an
+        error, but a caller updating a message as an answer grows should not have to care.
+        """
+        bot = self._require_bot()
+        call = partial(bot.edit_message_text, chat_id=int(to.chat_id), message_id=int(message_id))
+        await self._put_text(call, text, markdown)
+
+    def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
+        """Shows "typing…" in ``to``'s chat for as long as the block runs."""
+        return self._typing(int(to.chat_id), _int_or_none(to.thread_id))
+
+    # ------------------------------------------------------------------------------ intake
+
+    def _build_application(self, on_message: MessageHandler) -> _App:
+        app = (
+            ApplicationBuilder()
+            .token(self._token)
+            .base_url(self._base_url)
+            .base_file_url(self._base_file_url)
+            .concurrent_updates(False)
+            .job_queue(None)
+            .build()
+        )
+        app.add_handler(TypeHandler(Update, partial(self._on_update, on_message)))
+        return app
+
+    def _learn_identity(self, bot: Bot) -> None:
+        """The bot's id and handle decide which group messages are addressed to it."""
+        self._bot = bot
+        self._bot_id = bot.id
+        self._bot_username = bot.username
+        self._mention_re = re.compile(
+            rf"(?<![\w@/])@{re.escape(bot.username)}(?!\w)[,:]?[ \t]?", re.IGNORECASE
+        )
+
+    async def _start_updater(self, app: _App) -> None:
+        updater = app.updater
+        if updater is None:
+            raise RuntimeError("the Telegram application was built without an updater")
+        if self._mode == "polling":
+            await updater.start_polling(
+                poll_interval=self._poll_interval,
+                timeout=timedelta(seconds=self._poll_timeout),
+                allowed_updates=_ALLOWED_UPDATES,
+                drop_pending_updates=False,
+            )
+            return
+        if not self._secret_token:
+            log.warning("Telegram webhook without secret_token: anyone with the URL can post")
+        await updater.start_webhook(
+            listen=self._webhook_host,
+            port=self._webhook_port,
+            url_path=self._webhook_path,
+            webhook_url=self._webhook_url,
+            secret_token=self._secret_token,
+            allowed_updates=_ALLOWED_UPDATES,
+            drop_pending_updates=False,
+        )
+
+    async def _on_update(
+        self, on_message: MessageHandler, update: Update, _context: object
+    ) -> None:
+        """Sort one update and queue its work on its chat's lane; never waits for the bridge."""
+        if not self._is_allowed(update.effective_user):
+            log.debug("Telegram: dropped update %s from a user not allowed", update.update_id)
+            return
+        if not self._recent.add(update.update_id):
+            log.debug("Telegram: dropped duplicate update %s", update.update_id)
+            return
+        message = update.message
+        if message is None:
+            log.debug("Telegram: ignored update %s (not a new message)", update.update_id)
+            return
+        job = self._job_for(update, message, on_message)
+        if job is not None:
+            self._lanes.submit(message.chat_id, job)
+
+    def _job_for(self, update: Update, message: Message, on_message: MessageHandler) -> Job | None:
+        """What a new message calls for: a turn, the non-text note, or nothing."""
+        private = message.chat.type == Chat.PRIVATE
+        raw_text = message.text if message.text is not None else message.caption
+        user = message.from_user
+        if raw_text is None:
+            if private and not filters.StatusUpdate.ALL.check_update(update):
+                return partial(self._send_note, message.chat_id)
+            log.debug("Telegram: ignored a message without text in chat %s", message.chat_id)
+            return None
+        text, addressed = self._read_text(raw_text)
+        if user is None or not (private or addressed or self._replies_to_bot(message)):
+            log.debug("Telegram: ignored a message not meant for the bot in %s", message.chat_id)
+            return None
+        incoming = IncomingMessage(
+            channel=self.name,
+            chat_id=str(message.chat_id),
+            chat_type="direct" if private else "group",
+            user_id=str(user.id),
+            user_name=user.username or user.first_name,
+            text=text,
+            message_id=str(message.message_id),
+            thread_id=str(message.message_thread_id) if message.is_topic_message else None,
+            raw=update,
+        )
+        return partial(on_message, incoming)
+
+    def _is_allowed(self, user: User | None) -> bool:
+        if not (self._allowed_ids or self._allowed_names):
+            return True
+        if user is None:
+            return False
+        return user.id in self._allowed_ids or (user.username or "").lower() in self._allowed_names
+
+    def _read_text(self, text: str) -> tuple[str, bool]:
+        """The text without the bot's handle, and whether the text itself addressed the bot."""
+        text, commanded = self._own_command(text)
+        stripped, mentions = self._mention_re.subn("", text)
+        if not mentions:
+            return text, commanded
+        return stripped.strip() or text, True
+
+    def _own_command(self, text: str) -> tuple[str, bool]:
+        """``/cmd@thisbot …`` becomes ``/cmd …``; a bare command counts as addressed to us."""
+        match = _COMMAND_RE.match(text)
+        if match is None:
+            return text, False
+        target = match["bot"]
+        if target is None:
+            return text, True
+        if target.lower() != (self._bot_username or "").lower():
+            return text, False  # another bot's command
+        return f"/{match['command']}{text[match.end():]}", True
+
+    def _replies_to_bot(self, message: Message) -> bool:
+        replied = message.reply_to_message
+        if replied is None or replied.from_user is None or replied.forum_topic_created is not None:
+            return False  # in a forum topic every message "replies" to the topic's opening
+        return replied.from_user.id == self._bot_id
+
+    async def _send_note(self, chat_id: int) -> None:
+        await self._retrying(self._require_bot().send_message, chat_id=chat_id, text=NON_TEXT_NOTE)
+
+    # ----------------------------------------------------------------------------- output
+
+    async def _put_text(self, call: _ApiCall, text: str, markdown: bool) -> None:
+        """Send or edit one part; an edit that changes nothing is not an error."""
+        try:
+            await self._put_formatted(call, text, markdown)
+        except BadRequest as exc:
+            if not _is_not_modified(exc):
+                raise
+            log.debug("Telegram: message already shows this text")
+
+    async def _put_formatted(self, call: _ApiCall, text: str, markdown: bool) -> None:
+        """MarkdownV2 first; plain text when Telegram refuses the formatted version."""
+        if markdown:
+            try:
+                formatted = to_markdown_v2(text)
+                await self._retrying(call, text=formatted, parse_mode=ParseMode.MARKDOWN_V2)
+                return
+            except BadRequest as exc:
+                if _is_not_modified(exc):
+                    raise
+                log.warning("Telegram refused formatted text (%s); sending it plain", exc.message)
+        await self._retrying(call, text=text)
+
+    async def _retrying(self, call: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
+        """One Bot API call, waiting out flood control (429 ``retry_after``) a bounded time."""
+        attempt = 1
+        while True:
+            try:
+                return await call(**kwargs)
+            except RetryAfter as exc:
+                if attempt >= self._flood_attempts:
+                    raise
+                delay = _retry_after_seconds(exc)
+                attempt += 1
+                log.info(
+                    "Telegram flood control: try %d of %d in %.1f s",
+                    attempt, self._flood_attempts, delay,
+                )
+                await asyncio.sleep(delay)
+
+    @asynccontextmanager
+    async def _typing(self, chat_id: int, thread_id: int | None) -> AsyncIterator[None]:
+        pinger = asyncio.create_task(
+            self._keep_typing(chat_id, thread_id), name=f"telegram-typing-{chat_id}"
+        )
+        try:
+            yield
+        finally:
+            pinger.cancel()
+            await asyncio.wait([pinger])
+
+    async def _keep_typing(self, chat_id: int, thread_id: int | None) -> None:
+        """Telegram shows "typing…" for about five seconds per action, so it is renewed."""
+        while True:
+            try:
+                await self._require_bot().send_chat_action(
+                    chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id
+                )
+            except Exception as exc:  # a lost typing hint must never fail a turn
+                log.debug("Telegram: typing action in %s failed: %s", chat_id, exc)
+            await asyncio.sleep(self._typing_interval)
+
+    def _require_bot(self) -> Bot:
+        if self._bot is None:
+            raise RuntimeError("TelegramChannel is not started")
+        return self._bot
+
+
+class _RecentIds:
+    """The last ``size`` update ids: enough to catch re-deliveries without growing forever."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._order: deque[int] = deque()
+        self._ids: set[int] = set()
+
+    def add(self, update_id: int) -> bool:
+        """Remember ``update_id``; False if it was already seen."""
+        if update_id in self._ids:
+            return False
+        self._ids.add(update_id)
+        self._order.append(update_id)
+        if len(self._order) > self._size:
+            self._ids.discard(self._order.popleft())
+        return True
+
+
+class _ChatLanes:
+    """One queue and one worker task per busy chat: a chat's jobs run in order, chats in parallel.
+
+    A worker ends when its queue is empty, so idle chats cost nothing.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[int, deque[Job]] = {}
+        self._workers: dict[int, asyncio.Task[None]] = {}
+
+    def submit(self, chat_id: int, job: Job) -> None:
+        queue = self._queues.get(chat_id)
+        if queue is not None:
+            queue.append(job)
+            return
+        self._queues[chat_id] = deque([job])
+        self._workers[chat_id] = asyncio.create_task(
+            self._work(chat_id), name=f"telegram-chat-{chat_id}"
+        )
+
+    async def close(self, timeout: float) -> None:
+        """Let queued jobs finish for up to ``timeout`` seconds, then cancel what is left."""
+        workers = list(self._workers.values())
+        if not workers:
+            return
+        _, late = await asyncio.wait(workers, timeout=timeout)
+        for worker in late:
+            worker.cancel()
+        if late:
+            log.warning("Telegram: cancelled %d chat(s) still busy at stop", len(late))
+            await asyncio.wait(late)
+
+    async def _work(self, chat_id: int) -> None:
+        queue = self._queues[chat_id]
+        try:
+            while queue:
+                job = queue.popleft()
+                try:
+                    await job()
+                except Exception:
+                    log.exception("Telegram: handling a message in chat %s failed", chat_id)
+        finally:
+            del self._queues[chat_id]
+            del self._workers[chat_id]
+
+
+_NEVER = re.compile(r"(?!)")
+_COMMAND_RE = re.compile(r"^/(?P<command>\w+)(?:@(?P<bot>\w+))?(?=\s|$)")
+
+
+def _parse_allowed(entries: Sequence[str | int]) -> tuple[frozenset[int], frozenset[str]]:
+    """Numeric entries are user ids, the rest usernames (any '@' and case ignored)."""
+    ids: set[int] = set()
+    names: set[str] = set()
+    for entry in entries:
+        text = str(entry).strip().lstrip("@")
+        if re.fullmatch(r"-?\d+", text):
+            ids.add(int(text))
+        elif text:
+            names.add(text.lower())
+    return frozenset(ids), frozenset(names)
+
+
+def _file_url(base_url: str) -> str:
+    """PTB's file endpoint sits beside the API one: ``…/bot`` gives ``…/file/bot``."""
+    root, marker, tail = base_url.rpartition("/bot")
+    return f"{root}/file/bot{tail}" if marker else base_url
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def _replying_to(message_id: str | None) -> ReplyParameters | None:
+    """A reply that still goes out if the message it answers was deleted meanwhile."""
+    if not message_id:
+        return None
+    return ReplyParameters(int(message_id), allow_sending_without_reply=True)
+
+
+def _is_not_modified(exc: BadRequest) -> bool:
+    return "message is not modified" in exc.message.lower()
+
+
+def _retry_after_seconds(exc: RetryAfter) -> float:
+    """PTB 22 gives ``retry_after`` as int (with a deprecation warning) or timedelta."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+# --------------------------------------------------------------------- Markdown → MarkdownV2
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
+_TEXT_SPECIALS = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
+_CODE_SPECIALS = re.compile(r"([`\\])")
+_URL_SPECIALS = re.compile(r"([)\\])")
+_LINKABLE = re.compile(r"^(https?|tg)://", re.IGNORECASE)
+_LANGUAGE = re.compile(r"[\w#+.-]+")
+_STYLE_MARKS = {"strong": "*", "em": "_", "s": "~"}
+_BULLET = "• "
+_INDENT = "   "
+_RULE = "──────────"
+
+
+def to_markdown_v2(text: str) -> str:
+    """Render Markdown as Telegram MarkdownV2.
+
+    Every character Telegram reserves is escaped where it is meant literally; what Telegram has no
+    entity for (headings, lists, tables, rules) becomes text that reads the same.
+    """
+    root = SyntaxTreeNode(_MARKDOWN.parse(text))
+    return _blocks(root.children, separator="\n\n", quoted=False)
+
+
+def _blocks(nodes: Sequence[SyntaxTreeNode], *, separator: str, quoted: bool) -> str:
+    rendered = (_block(node, quoted=quoted) for node in nodes)
+    return separator.join(part for part in rendered if part)
+
+
+def _block(node: SyntaxTreeNode, *, quoted: bool) -> str:
+    """``quoted``: already inside a quote or list, where a '>' line marker is impossible."""
+    kind = node.type
+    if kind == "paragraph":
+        return _inline(node.children[0], frozenset()) if node.children else ""
+    if kind == "heading":
+        inner = _inline(node.children[0], frozenset({"strong"})) if node.children else ""
+        return f"*{inner}*" if inner.strip() else inner
+    if kind in ("bullet_list", "ordered_list"):
+        return _list(node)
+    if kind == "blockquote":
+        inner = _blocks(node.children, separator="\n\n", quoted=True)
+        return inner if quoted else "\n".join(">" + line for line in inner.split("\n"))
+    if kind in ("fence", "code_block"):
+        return _pre(node.content, node.info)
+    if kind == "hr":
+        return _RULE
+    if kind == "table":
+        return _table(node)
+    return _escape(node.content)
+
+
+def _list(node: SyntaxTreeNode) -> str:
+    start = int(node.attrs.get("start", 1))
+    items: list[str] = []
+    for index, item in enumerate(node.children):
+        marker = _BULLET if node.type == "bullet_list" else f"{start + index}\\. "
+        parts = [_item_part(child) for child in item.children]
+        body = "\n".join(part for part in parts if part)
+        items.append(marker + body.removeprefix(_INDENT))
+    return "\n".join(items)
+
+
+def _item_part(node: SyntaxTreeNode) -> str:
+    """A block inside a list item, indented under its marker; code keeps its own indentation."""
+    rendered = _block(node, quoted=True)
+    if node.type in ("fence", "code_block"):
+        return rendered
+    return "\n".join(_INDENT + line if line else line for line in rendered.split("\n"))
+
+
+def _pre(content: str, info: str) -> str:
+    if not content.strip():
+        return ""
+    language = _LANGUAGE.match(info.strip())
+    body = _escape_code(content)
+    if not body.endswith("\n"):
+        body += "\n"
+    return f"```{language.group() if language else ''}\n{body}```"
+
+
+def _table(node: SyntaxTreeNode) -> str:
+    """Telegram has no tables: the cells go into a monospaced block, columns padded to line up."""
+    rows = [
+        [_plain(cell) for cell in row.children]
+        for section in node.children
+        for row in section.children
+    ]
+    width = max(len(row) for row in rows)
+    sizes = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(width)]
+    lines = [
+        " | ".join(cell.ljust(size) for cell, size in zip(row, sizes)).rstrip() for row in rows
+    ]
+    lines.insert(1, "-+-".join("-" * size for size in sizes))
+    return _pre("\n".join(lines), "")
+
+
+def _inline(node: SyntaxTreeNode, active: frozenset[str]) -> str:
+    """Inline children of ``node``; ``active`` styles are not opened again inside themselves."""
+    out = ""
+    for child in node.children:
+        piece = _inline_piece(child, active)
+        if piece.startswith("_") and _ends_with_mark(out, "_"):
+            out += "\r"  # "_a_" + "_b_" would read as "__" (underline); Telegram ignores \r
+        out += piece
+    return out
+
+
+def _inline_piece(node: SyntaxTreeNode, active: frozenset[str]) -> str:
+    kind = node.type
+    if kind == "text":
+        return _escape(node.content)
+    if kind in ("softbreak", "hardbreak"):
+        return "\n"
+    if kind == "code_inline":
+        return f"`{_escape_code(node.content)}`"
+    if kind in _STYLE_MARKS:
+        inner = _inline(node, active | {kind})
+        mark = _STYLE_MARKS[kind]
+        return inner if kind in active or not inner.strip() else f"{mark}{inner}{mark}"
+    if kind == "link":
+        return _link(_inline(node, active), node.attrs.get("href", ""))
+    if kind == "image":
+        return _link(_escape(_plain(node)) or "image", node.attrs.get("src", ""))
+    return _escape(node.content)
+
+
+def _link(label: str, url: str) -> str:
+    """Only URLs Telegram accepts become links; others are shown after the label."""
+    url = str(url)
+    if not _LINKABLE.match(url):
+        shown = not url or url.startswith("mailto:")
+        return label if shown else f"{label} \\({_escape(url)}\\)"
+    return f"[{label or _escape(url)}]({_escape_url(url)})"
+
+
+def _plain(node: SyntaxTreeNode) -> str:
+    if node.type in ("text", "code_inline"):
+        return node.content
+    if node.type in ("softbreak", "hardbreak"):
+        return " "
+    return "".join(_plain(child) for child in node.children)
+
+
+def _escape(text: str) -> str:
+    return _TEXT_SPECIALS.sub(r"\\\1", text)
+
+
+def _escape_code(text: str) -> str:
+    """Inside code and pre only ` and \\ are special."""
+    return _CODE_SPECIALS.sub(r"\\\1", text)
+
+
+def _escape_url(url: str) -> str:
+    """Inside a link's (...) only ) and \\ are special."""
+    return _URL_SPECIALS.sub(r"\\\1", url)
+
+
+def _ends_with_mark(text: str, mark: str) -> bool:
+    """Whether ``text`` ends with an unescaped ``mark`` (an even run of backslashes before it)."""
+    if not text.endswith(mark):
+        return False
+    head = text[: -len(mark)]
+    return (len(head) - len(head.rstrip("\\"))) % 2 == 0

@@ -1,0 +1,73 @@
+"""Telegram through the whole bot: the real python-telegram-bot, the agent, memory, the fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import pytest
+from fakes.openai_server import FakeOpenAI
+from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram
+from support.bot import make_services
+
+from bridge.runtime import Bridge, build_plugins
+from channels.telegram import TelegramChannel
+
+
+@pytest.fixture
+async def world(tmp_path):
+    async with FakeTelegram() as telegram, FakeOpenAI() as llm:
+        services = make_services(tmp_path / "ws", llm.base_url)
+        channel = TelegramChannel(token=TOKEN, base_url=telegram.base_url, poll_timeout=1)
+        bridge = Bridge(services, [channel], build_plugins(services))
+        await bridge.start(timer=False)
+        yield telegram, llm, services
+        await bridge.shutdown()
+
+
+async def test_dm_round_trip_with_memory_and_typing(world) -> None:
+    telegram, llm, services = world
+    memory = services.workspace.memory_file("telegram-501")
+    memory.parent.mkdir(parents=True)
+    memory.write_text("- Maya's dog is called Pixel\n")
+    llm.reply("Your dog is **Pixel**.")
+    telegram.push_text(501, 501, "what's my dog called?")
+    [sent] = await telegram.wait_sent(1)
+    assert sent["chat_id"] in (501, "501")
+    assert "Pixel" in sent["text"]
+    assert "Pixel" in llm.requests[0]["messages"][0]["content"]
+    assert any(action.get("action") == "typing" for action in telegram.actions)
+
+
+async def test_memory_dream_from_a_dm_runs_for_that_users_scope_only(world) -> None:
+    telegram, llm, services = world
+    today = datetime.now().strftime("%Y-%m-%d")
+    for user in (501, 502):
+        daily = services.workspace.daily_file(f"telegram-{user}", today)
+        daily.parent.mkdir(parents=True)
+        daily.write_text(f"- user {user} started learning the cello\n")
+    llm.reply("[MEMORY]\n- learning the cello since " + today + "\n[DREAM]\nmusic")
+    telegram.push_text(501, 501, "/memory dream")
+    [sent] = await telegram.wait_sent(1)
+    assert "learning the cello" in sent["text"] and len(llm.requests) == 1
+    assert "user 501" in llm.requests[0]["messages"][1]["content"]
+    assert "user 502" not in llm.requests[0]["messages"][1]["content"]
+    assert services.workspace.memory_file("telegram-501").exists()
+    assert not services.workspace.memory_file("telegram-502").exists()
+
+
+async def test_groups_answer_mentions_only_with_the_groups_scope(world) -> None:
+    telegram, llm, services = world
+    private = services.workspace.memory_file("telegram-501")
+    private.parent.mkdir(parents=True)
+    private.write_text("- Maya's diagnosis is private\n")
+    llm.reply("hello group")
+    telegram.push_text(-100200, 501, "just chatting among ourselves", chat_type="supergroup")
+    telegram.push_text(-100200, 501, f"@{BOT_USERNAME} say hi", chat_type="supergroup")
+    [sent] = await telegram.wait_sent(1)
+    await asyncio.sleep(0.3)
+    assert len(telegram.sent) == 1 and sent["text"] == "hello group"
+    [request] = llm.requests
+    assert request["messages"][-1]["content"] == "say hi"
+    assert "diagnosis" not in request["messages"][0]["content"]
+    assert services.conversations.get_session("telegram::-100200:").scope == "telegram-chat--100200"
