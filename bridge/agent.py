@@ -33,6 +33,7 @@ from .tools import ToolBox, ToolContext
 log = logging.getLogger(__name__)
 
 _FAILURE_REPLIES = {
+    "config": "No language model is configured yet, so I can only run commands (/help). The operator needs to set llm.* in config.yaml or OPENAI_API_KEY.",
     "unreachable": "I can't reach my language model right now, so I can't answer. Your message is saved; please try again in a moment.",
     "auth": "My language model rejected my credentials (the operator needs to fix llm.api_key). Your message is saved.",
     "model": "My configured language model doesn't exist on the server (the operator needs to fix llm.model). Your message is saved.",
@@ -131,7 +132,7 @@ class Agent:
                 await asyncio.to_thread(self._trim, who.session_id, now, "overflow", True)
                 text = await self._converse(who, ctx, system)
         except LLMError as exc:
-            log.error("turn failed for session %s: %s", who.session_id, exc)
+            log.warning("turn failed for session %s: %s", who.session_id, exc)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
         await asyncio.to_thread(self._trim, who.session_id, now, "trim", False)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)

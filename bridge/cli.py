@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -254,6 +255,8 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
 def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     from .runtime import run_bot
 
+    if not args.verbose:  # the REPL shares the screen with the log: only errors there
+        logging.getLogger().setLevel(logging.ERROR)
     asyncio.run(run_bot(services, terminal_only=True))
     return 0
 

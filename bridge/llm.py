@@ -49,7 +49,7 @@ class LLMResponse:
 
 
 class LLMError(RuntimeError):
-    """The LLM could not answer. ``kind`` is one of: unreachable, auth, model, context_length,
+    """The LLM could not answer. ``kind`` is one of: config, unreachable, auth, model, context_length,
     rate_limit, server, bad_response."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -60,6 +60,10 @@ class LLMError(RuntimeError):
 class ContextLengthExceeded(LLMError):
     def __init__(self, message: str) -> None:
         super().__init__("context_length", message)
+
+
+NOT_CONFIGURED = ("no LLM is configured: set OPENAI_API_KEY, or llm.base_url (and llm.model) in config.yaml for "
+                  "an OpenAI-compatible server, e.g. Ollama at http://localhost:11434/v1")
 
 
 class LLMClient(ABC):
@@ -96,6 +100,8 @@ class OpenAIChat(LLMClient):
         await self._client.close()
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> LLMResponse:
+        if not self.settings.base_url and not self.settings.api_key:
+            raise LLMError("config", NOT_CONFIGURED)
         kwargs: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
         if tools:
             kwargs["tools"] = list(tools)
@@ -177,6 +183,8 @@ def _from_completion(response: Any) -> LLMResponse:
 
 def probe_llm(settings: LLMSettings, timeout_s: float = 10.0) -> str:
     """A cheap reachability check for ``doctor``: list models, or say why not."""
+    if not settings.base_url and not settings.api_key:
+        raise RuntimeError(NOT_CONFIGURED)
     client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set", timeout=timeout_s,
                            max_retries=0)
     try:

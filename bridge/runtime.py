@@ -252,6 +252,4 @@ async def _warn_if_no_llm(services: Services, terminal: Channel) -> None:
         await asyncio.to_thread(probe_llm, services.config.llm, 3.0)
     except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
         say = getattr(terminal, "say", print)
-        say(f"note: no usable LLM ({exc}).\n"
-            "      Set OPENAI_API_KEY, or llm.base_url/llm.model in config.yaml (e.g. Ollama: "
-            "http://localhost:11434/v1). /memory commands still work.")
+        say(f"note: {exc}. Chat needs an LLM; /memory commands work without one.")
