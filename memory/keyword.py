@@ -36,15 +36,14 @@ def _cjk_tokens(run: str) -> list[str]:
     return bigrams + list(run)
 
 
+def _segment_run(match: re.Match[str]) -> str:
+    return " " + " ".join(_cjk_tokens(match.group(0))) + " "
+
+
 def segment(text: str) -> str:
-    """The text fed to the word index: words kept, CJK runs turned into bigrams + characters."""
-    out: list[str] = []
-    for token in _WORD_RE.findall(text):
-        if _CJK_RUN_RE.fullmatch(token):
-            out.extend(_cjk_tokens(token))
-        else:
-            out.append(token)
-    return " ".join(out)
+    """The text fed to the word index: CJK runs become bigrams + characters; the rest is left to
+    the ``unicode61`` tokenizer (one regex pass over the CJK runs only, so ASCII text costs ~nothing)."""
+    return _CJK_RUN_RE.sub(_segment_run, text)
 
 
 def _quote(term: str) -> str:

@@ -296,7 +296,7 @@ class MemoryManager:
     ) -> None:
         """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
         removed_ids: list[str] = []
-        with self.db.transaction() as conn:
+        with self.storage.write() as conn:
             for scope, path in plan.removed:
                 removed_ids.extend(self.storage.remove_file(conn, scope, path))
             for done, (record, chunks) in enumerate(plan.changed, start=1):

@@ -150,6 +150,9 @@ class IndexStorage:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
+        # FTS5 changes buffered during write(); None outside it
+        self._fts_deletes: list[tuple[int, str, str]] | None = None
+        self._fts_inserts: list[tuple[int, str, str]] | None = None
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
@@ -163,11 +166,27 @@ class IndexStorage:
         return int(self.db.query("SELECT count(*) FROM chunks WHERE scope = ?", (scope,))[0][0])
 
     # ---------------------------------------------------------------- writes
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction whose FTS5 changes are applied in bulk just before the commit.
+
+        FTS5 flushes its pending terms at every statement savepoint, so interleaving each chunk's
+        UPSERT with its FTS rows writes one tiny index segment per chunk; buffering them and
+        writing all deletes, then all inserts, with ``executemany`` is several times faster.
+        """
+        with self.db.transaction() as conn:
+            self._fts_deletes, self._fts_inserts = [], []
+            try:
+                yield conn
+                self._flush_fts(conn)
+            finally:
+                self._fts_deletes, self._fts_inserts = None, None
+
     def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> list[str]:
         """Make the index hold exactly ``chunks`` for ``record``'s file. Returns removed chunk ids.
 
-        Must run inside :meth:`Database.transaction`. Unchanged chunks keep their row; changed ones
-        are UPSERTed (same rowid) with their FTS entries deleted and re-added.
+        Must run inside :meth:`write`. Unchanged chunks keep their row; changed ones are UPSERTed
+        (same rowid) with their FTS entries deleted and re-added.
         """
         old = {
             row[1]: (row[0], row[2])
@@ -177,27 +196,27 @@ class IndexStorage:
         }
         now = time.time()
         tag = scope_tag(record.scope)
-        new_ids = set()
-        for chunk in chunks:
-            new_ids.add(chunk.id)
-            previous = old.get(chunk.id)
-            if previous is not None and previous[1] == chunk.text:
-                continue
-            if previous is not None:
-                self._fts_delete(conn, previous[0], tag, previous[1])
-            rowid = conn.execute(
-                "INSERT INTO chunks (id, scope, path, start_line, end_line, part, text, text_hash, vec_model,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
-                " ON CONFLICT (id) DO UPDATE SET text = excluded.text, text_hash = excluded.text_hash,"
-                " vec_model = NULL, updated_at = excluded.updated_at RETURNING rowid",
-                (chunk.id, chunk.scope, chunk.path, chunk.start_line, chunk.end_line, chunk.part, chunk.text,
-                 chunk.text_hash, now),
-            ).fetchone()[0]
-            self._fts_insert(conn, rowid, tag, chunk.text)
+        new_ids = {chunk.id for chunk in chunks}
+        changed = [c for c in chunks if c.id not in old or old[c.id][1] != c.text]
+        for chunk in changed:
+            if chunk.id in old:
+                self._fts_delete(old[chunk.id][0], tag, old[chunk.id][1])
+        conn.executemany(
+            "INSERT INTO chunks (id, scope, path, start_line, end_line, part, text, text_hash, vec_model,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
+            " ON CONFLICT (id) DO UPDATE SET text = excluded.text, text_hash = excluded.text_hash,"
+            " vec_model = NULL, updated_at = excluded.updated_at",
+            [(c.id, c.scope, c.path, c.start_line, c.end_line, c.part, c.text, c.text_hash, now) for c in changed],
+        )
+        if changed:
+            rowids = dict(conn.execute(
+                "SELECT id, rowid FROM chunks WHERE scope = ? AND path = ?", (record.scope, record.path)))
+            for chunk in changed:
+                self._fts_insert(rowids[chunk.id], tag, chunk.text)
         removed = [cid for cid in old if cid not in new_ids]
         for cid in removed:
             rowid, text = old[cid]
-            self._fts_delete(conn, rowid, tag, text)
+            self._fts_delete(rowid, tag, text)
             conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
         conn.execute(
             "INSERT INTO files (scope, path, hash, mtime, size, indexed_at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -208,11 +227,11 @@ class IndexStorage:
         return removed
 
     def remove_file(self, conn: sqlite3.Connection, scope: str, path: str) -> list[str]:
-        """Drop a file and its chunks from the index. Returns the removed chunk ids."""
+        """Drop a file and its chunks from the index (inside :meth:`write`). Returns the chunk ids."""
         tag = scope_tag(scope)
         rows = conn.execute("SELECT rowid, id, text FROM chunks WHERE scope = ? AND path = ?", (scope, path)).fetchall()
         for rowid, _cid, text in rows:
-            self._fts_delete(conn, rowid, tag, text)
+            self._fts_delete(rowid, tag, text)
         conn.execute("DELETE FROM chunks WHERE scope = ? AND path = ?", (scope, path))
         conn.execute("DELETE FROM files WHERE scope = ? AND path = ?", (scope, path))
         return [row[1] for row in rows]
@@ -227,18 +246,32 @@ class IndexStorage:
     def mark_embedded(self, conn: sqlite3.Connection, chunk_ids: Iterable[str], model: str) -> None:
         conn.executemany("UPDATE chunks SET vec_model = ? WHERE id = ?", ((model, cid) for cid in chunk_ids))
 
-    @staticmethod
-    def _fts_insert(conn: sqlite3.Connection, rowid: int, tag: str, text: str) -> None:
-        conn.execute("INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)", (rowid, tag, segment(text)))
-        conn.execute("INSERT INTO chunks_tri (rowid, text) VALUES (?, ?)", (rowid, text))
+    def _fts_insert(self, rowid: int, tag: str, text: str) -> None:
+        if self._fts_inserts is None:
+            raise RuntimeError("index writes must run inside IndexStorage.write()")
+        self._fts_inserts.append((rowid, tag, text))
 
-    @staticmethod
-    def _fts_delete(conn: sqlite3.Connection, rowid: int, tag: str, text: str) -> None:
-        conn.execute(
+    def _fts_delete(self, rowid: int, tag: str, text: str) -> None:
+        if self._fts_deletes is None:
+            raise RuntimeError("index writes must run inside IndexStorage.write()")
+        self._fts_deletes.append((rowid, tag, text))
+
+    def _flush_fts(self, conn: sqlite3.Connection) -> None:
+        """Deletes first (with the old text, as FTS5 requires), then inserts, each in bulk."""
+        deletes, inserts = self._fts_deletes or [], self._fts_inserts or []
+        conn.executemany(
             "INSERT INTO chunks_fts (chunks_fts, rowid, scope_tag, seg) VALUES ('delete', ?, ?, ?)",
-            (rowid, tag, segment(text)),
+            ((rowid, tag, segment(text)) for rowid, tag, text in deletes),
         )
-        conn.execute("INSERT INTO chunks_tri (chunks_tri, rowid, text) VALUES ('delete', ?, ?)", (rowid, text))
+        conn.executemany(
+            "INSERT INTO chunks_tri (chunks_tri, rowid, text) VALUES ('delete', ?, ?)",
+            ((rowid, text) for rowid, _tag, text in deletes),
+        )
+        conn.executemany(
+            "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
+            ((rowid, tag, segment(text)) for rowid, tag, text in inserts),
+        )
+        conn.executemany("INSERT INTO chunks_tri (rowid, text) VALUES (?, ?)", ((r, t) for r, _g, t in inserts))
 
     # ------------------------------------------------------------ chunk reads
     def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
