@@ -50,39 +50,68 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+_PLAIN_TOKEN_RE = re.compile(r"^[a-z0-9]+$")
+
+
+@dataclass(frozen=True)
+class WordTerm:
+    """One OR-ed term of the word index query.
+
+    ``token`` is the single indexed token the term stands for (a lowercase ASCII word or one CJK
+    character) so that its document frequency can be looked up; None for phrases.
+    """
+
+    expr: str
+    token: str | None
+
+
 @dataclass(frozen=True)
 class KeywordQuery:
     """The FTS5 expressions built from one user query."""
 
-    words: str | None  # for the segmented unicode61 index
+    word_terms: tuple[WordTerm, ...]  # for the segmented unicode61 index
     trigram: str | None  # for the trigram index (terms of 3+ characters)
     like_terms: tuple[str, ...]  # for the bounded LIKE fallback
+
+    def words(self, drop: frozenset[str] = frozenset()) -> str | None:
+        """The word-index expression without the terms whose token is in ``drop``."""
+        kept = [t.expr for t in self.word_terms if t.token is None or t.token not in drop]
+        return " OR ".join(kept) or None
+
+
+def _word_term(token: str) -> WordTerm:
+    if _CJK_RUN_RE.fullmatch(token):
+        if len(token) <= 2:  # one character, or one bigram: a single indexed token
+            return WordTerm(_quote(token), token)
+        return WordTerm(_quote(" ".join(token[i : i + 2] for i in range(len(token) - 1))), None)
+    lowered = token.lower()
+    return WordTerm(_quote(token), lowered if _PLAIN_TOKEN_RE.match(lowered) else None)
 
 
 def build_query(query: str) -> KeywordQuery:
     """Turn free user text into safe FTS5 expressions (terms OR-ed, BM25 ranks by overlap)."""
-    word_terms: list[str] = []
-    trigram_terms: list[str] = []
-    like_terms: list[str] = []
-    for token in _WORD_RE.findall(query):
-        like_terms.append(token)
-        if _CJK_RUN_RE.fullmatch(token):
-            if len(token) == 1:
-                word_terms.append(_quote(token))
-            else:
-                bigrams = " ".join(token[i : i + 2] for i in range(len(token) - 1))
-                word_terms.append(_quote(bigrams))
-        else:
-            word_terms.append(_quote(token))
-        if len(token) >= 3:
-            trigram_terms.append(_quote(token))
-    unique_words = list(dict.fromkeys(word_terms))
-    unique_tri = list(dict.fromkeys(trigram_terms))
-    return KeywordQuery(
-        words=" OR ".join(unique_words) or None,
-        trigram=" OR ".join(unique_tri) or None,
-        like_terms=tuple(dict.fromkeys(like_terms)),
-    )
+    tokens = list(dict.fromkeys(_WORD_RE.findall(query)))
+    terms = tuple(dict.fromkeys(_word_term(token) for token in tokens))
+    trigram = " OR ".join(dict.fromkeys(_quote(t) for t in tokens if len(t) >= 3)) or None
+    return KeywordQuery(word_terms=terms, trigram=trigram, like_terms=tuple(tokens))
+
+
+def common_tokens(
+    frequencies: dict[str, int], total: int, *, other_terms: bool, share: float = 0.1
+) -> frozenset[str]:
+    """Tokens too common to be worth ranking (like stop words), measured, not listed.
+
+    A term found in more than ``share`` of the chunks adds almost nothing to BM25 (its IDF is
+    near zero) but makes FTS5 score every chunk it is in, which at 100k chunks costs ~100 ms.
+    Such terms are dropped, except the rarest of them when the query would be left with nothing
+    (``other_terms`` says whether terms without a frequency, such as CJK phrases, remain).
+    """
+    if total < 1000 or not frequencies:
+        return frozenset()
+    common = {token for token, docs in frequencies.items() if docs > share * total}
+    if common and len(common) == len(frequencies) and not other_terms:
+        common.discard(min(frequencies, key=lambda token: frequencies[token]))
+    return frozenset(common)
 
 
 def bm25_to_score(rank: float, best: float) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .chunker import Chunk
-from .keyword import KeywordQuery, bm25_to_score, build_query, segment
+from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ CREATE INDEX IF NOT EXISTS chunks_vec_model ON chunks (vec_model);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
     scope_tag, seg, content='', tokenize='unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab (chunks_fts, 'row');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 (
     text, content='chunks', content_rowid='rowid', tokenize='trigram'
 );
@@ -95,6 +96,10 @@ CREATE TABLE IF NOT EXISTS embed_cache (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 """
+
+
+#: A query whose every term is in more chunks than this is ranked among its newest matches.
+BROAD_MATCHES = 5000
 
 
 def scope_tag(scope: str) -> str:
@@ -150,6 +155,9 @@ class IndexStorage:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
+        self._df_cache: dict[str, int] = {}
+        self._df_total = 0
+        self._df_lock = threading.Lock()
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
@@ -291,7 +299,7 @@ class IndexStorage:
             batch = ids[start : start + 500]
             rows = self.db.query(
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({','.join('?' * len(batch))})"
-                f" AND c.scope IN ({scope_marks})",
+                f" AND +c.scope IN ({scope_marks})",  # unary + keeps the planner on the id index
                 (*batch, *scopes),
             )
             for row in rows:
@@ -307,7 +315,7 @@ class IndexStorage:
 
         ASCII and CJK queries alike go to the segmented word index first (bigrams make 1-2
         character CJK queries an index lookup). When that finds nothing, trigram catches
-        substrings of 3+ characters; LIKE catches the rest.
+        substrings of 3+ characters; LIKE catches 1-2 character pieces of words.
         """
         built = build_query(query)
         try:
@@ -319,26 +327,77 @@ class IndexStorage:
         return hits
 
     def _search_chain(self, built: KeywordQuery, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
-        if built.words:
-            hits = self._search_words(built.words, scopes, limit)
+        drop, broad = self._term_statistics(built)
+        words = built.words(drop)
+        if words:
+            hits = self._search_words(words, scopes, limit, newest_first=broad)
             if hits:
                 return hits
         if built.trigram:
             hits = self._search_trigram(built.trigram, scopes, limit)
             if hits:
                 return hits
-        return self._search_like(built.like_terms, scopes, limit)
+        # Every CJK character and bigram is in the word index, and trigram takes 3+ characters:
+        # what is left for a LIKE scan is a 1-2 character piece of an ASCII word.
+        short = [term for term in built.like_terms if len(term) < 3 and not has_cjk(term)]
+        return self._search_like(short, scopes, limit)
 
-    def _search_words(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+    def _term_statistics(self, built: KeywordQuery) -> tuple[frozenset[str], bool]:
+        """(tokens too common to rank, whether what is left is still broad), from fts5vocab.
+
+        See :func:`common_tokens`. "Broad" means every remaining term is in more than
+        ``BROAD_MATCHES`` chunks: ranking all of them by BM25 costs ~50-100 ms at 100k chunks.
+        """
+        tokens = [t.token for t in built.word_terms if t.token is not None]
+        if not tokens:
+            return frozenset(), False
+        total = int(self.db.query("SELECT count(*) FROM chunks")[0][0])
+        frequencies = self._document_frequencies(tokens, total)
+        phrases = any(t.token is None for t in built.word_terms)
+        drop = common_tokens(frequencies, total, other_terms=phrases) if len(built.word_terms) > 1 else frozenset()
+        kept = [docs for token, docs in frequencies.items() if token not in drop]
+        broad = not phrases and bool(kept) and min(kept) > BROAD_MATCHES
+        return drop, broad
+
+    def _document_frequencies(self, tokens: Sequence[str], total: int) -> dict[str, int]:
+        """How many chunks hold each token, cached while the index size stays within 10%.
+
+        fts5vocab counts a term by walking its whole document list (~6 ms for a term in every one
+        of 100k chunks), so the same common words must not be counted on every search. A
+        frequency a little stale is fine for deciding what is common.
+        """
+        with self._df_lock:
+            if abs(total - self._df_total) > 0.1 * max(self._df_total, 1):
+                self._df_cache.clear()
+                self._df_total = total
+            missing = [t for t in dict.fromkeys(tokens) if t not in self._df_cache]
+        for token in missing:
+            rows = self.db.query("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (token,))
+            with self._df_lock:
+                if len(self._df_cache) > 50_000:
+                    self._df_cache.clear()
+                self._df_cache[token] = int(rows[0][0]) if rows else 0
+        with self._df_lock:
+            return {token: self._df_cache.get(token, 0) for token in tokens}
+
+    def _search_words(self, expr: str, scopes: Sequence[str], limit: int, *, newest_first: bool = False) -> list[KeywordHit]:
+        """BM25-ranked hits; for a broad query, the newest ``limit × 4`` matches ranked by BM25.
+
+        FTS5 walks matches in rowid order and computes bm25() only for the rows it returns, so the
+        newest-first form costs a few milliseconds however many chunks match. Newer chunks are
+        the likelier memory anyway (and dated daily files decay with age).
+        """
         tags = " OR ".join(f'"{scope_tag(s)}"' for s in scopes)
         match = f"scope_tag : ({tags}) AND seg : ({expr})"
-        rows = self.db.query(
-            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM (SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS rank"
-            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) f"
-            " JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank",
-            (match, limit),
+        inner = (
+            "SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+            + (" ORDER BY rowid DESC LIMIT ?" if newest_first else " ORDER BY rank LIMIT ?")
         )
-        return _ranked(rows)
+        rows = self.db.query(
+            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM ({inner}) f JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank",
+            (match, limit * 4 if newest_first else limit),
+        )
+        return _ranked(rows[:limit])
 
     def _search_trigram(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
         scope_marks = ",".join("?" * len(scopes))
