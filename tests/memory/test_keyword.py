@@ -5,7 +5,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.keyword import bm25_to_score, build_query, segment
+from memory.keyword import bm25_to_score, build_query, common_tokens, segment
 
 
 def test_segment_keeps_words_and_makes_cjk_bigrams_then_characters() -> None:
@@ -16,8 +16,17 @@ def test_segment_keeps_words_and_makes_cjk_bigrams_then_characters() -> None:
 
 def test_query_terms_are_quoted_and_cjk_becomes_a_bigram_phrase() -> None:
     built = build_query('部署机器人 "NEAR(x" *')
-    assert built.words == '"部署 署机 机器 器人" OR "NEAR" OR "x"'
+    assert built.words() == '"部署 署机 机器 器人" OR "NEAR" OR "x"'
+    assert built.words(frozenset({"near"})) == '"部署 署机 机器 器人" OR "x"'
     assert built.trigram == '"部署机器人" OR "NEAR"'
+
+
+def test_common_tokens_are_dropped_but_never_all() -> None:
+    freq = {"the": 900, "with": 800, "docker": 3}
+    assert common_tokens(freq, 2000, other_terms=False) == {"the", "with"}
+    assert common_tokens({"the": 900, "with": 800}, 2000, other_terms=False) == {"the"}
+    assert common_tokens({"the": 900}, 2000, other_terms=True) == {"the"}
+    assert common_tokens(freq, 500, other_terms=False) == frozenset()  # small corpora: rank everything
 
 
 def test_bm25_score_keeps_order_and_floor() -> None:
@@ -39,7 +48,7 @@ def test_any_user_text_is_a_safe_fts_query(text: str) -> None:
     conn.execute("INSERT INTO t VALUES (?)", (segment("hello 世界 NEAR("),))
     conn.execute("INSERT INTO tri VALUES ('hello world')")
     built = build_query(text)
-    if built.words:
-        conn.execute("SELECT * FROM t WHERE t MATCH ?", (built.words,)).fetchall()
+    if built.words():
+        conn.execute("SELECT * FROM t WHERE t MATCH ?", (built.words(),)).fetchall()
     if built.trigram:
         conn.execute("SELECT * FROM tri WHERE tri MATCH ?", (built.trigram,)).fetchall()
