@@ -137,6 +137,7 @@ class MemoryManager:
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
+        self._scope_rows: dict[tuple[str, ...], int] = {}
 
     # ================================================================== files
     def scope_files(self, scope: str) -> Iterator[_DiskFile]:
@@ -296,6 +297,7 @@ class MemoryManager:
     ) -> None:
         """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
         removed_ids: list[str] = []
+        self._scope_rows.clear()
         with self.storage.write() as conn:
             for scope, path in plan.removed:
                 removed_ids.extend(self.storage.remove_file(conn, scope, path))
@@ -390,7 +392,8 @@ class MemoryManager:
         chunks: dict[str, StoredChunk] = {}
         if query_vector is not None and self.vectors is not None:
             try:
-                hits = self.vectors.search(query_vector, scopes, candidates)
+                exact = self._vector_rows(scopes) <= self.settings.ann_threshold
+                hits = self.vectors.search(query_vector, scopes, candidates, exact=exact)
             except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
                 log.warning("vector search failed, using keywords only: %s", exc)
                 hits, query_vector = [], None
@@ -409,6 +412,15 @@ class MemoryManager:
         results = [r for r in results if r.score >= min_score]
         results.sort(key=lambda r: (-r.score, r.path, r.start_line))
         return results[:limit]
+
+    def _vector_rows(self, scopes: Sequence[str]) -> int:
+        """How many chunks the scopes hold (cached until the next write): few means an exact scan."""
+        key = tuple(scopes)
+        count = self._scope_rows.get(key)
+        if count is None:
+            count = sum(self.storage.count_chunks(scope) for scope in scopes)
+            self._scope_rows[key] = count
+        return count
 
     def _query_vector(self, query: str) -> np.ndarray | None:
         if self.embedder is None or self.vectors is None:

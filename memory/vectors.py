@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 OPTIMIZE_EVERY = 25
+ALL_PARTITIONS = 1_000_000  # LanceDB caps nprobes at the number of partitions
+REFINE = 30
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,13 @@ class VectorBackend(ABC):
     def delete_ids(self, ids: Sequence[str]) -> None: ...
 
     @abstractmethod
-    def search(self, vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) pairs, best first, only from ``scopes``."""
+    def search(
+        self, vector: np.ndarray, scopes: Sequence[str], limit: int, *, exact: bool = False
+    ) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) pairs, best first, only from ``scopes``.
+
+        ``exact`` asks for a full scan of the scopes' vectors (the caller knows they are few).
+        """
 
     @abstractmethod
     def ids(self) -> set[str]: ...
@@ -74,6 +81,8 @@ class LanceDBBackend(VectorBackend):
         self._ann_threshold = ann_threshold
         self._lock = threading.Lock()
         self._writes_since_optimize = 0
+        self._index_builder: threading.Thread | None = None
+        self._indexes: set[str] | None = None
 
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
         if self._table is not None:
@@ -111,15 +120,25 @@ class LanceDBBackend(VectorBackend):
                 table.delete("id IN (" + ",".join(sql_quote(i) for i in batch) + ")")
             self._writes_since_optimize += 1
 
-    def search(self, vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    def search(
+        self, vector: np.ndarray, scopes: Sequence[str], limit: int, *, exact: bool = False
+    ) -> list[tuple[str, float]]:
+        """Prefiltered by scope (a BITMAP scalar index makes that cheap); exact scan or ANN.
+
+        With the ANN index every partition is probed and the best ``limit × REFINE`` candidates
+        are re-ranked on the full vectors: recall@10 ≈ 0.96 on multilingual USE vectors at 10k
+        rows for ~6 ms, against ~25 ms for an exact scan (bench/bench_ann.py).
+        """
         table = self._open()
         if table is None or not scopes:
             return []
         where = "scope IN (" + ",".join(sql_quote(s) for s in scopes) + ")"
         query = table.search(vector.astype(np.float32).tolist()).distance_type("cosine")
         query = query.where(where, prefilter=True).limit(limit).select(["id", "_distance"])
-        if self._has_index(table):
-            query = query.nprobes(20).refine_factor(5)
+        if exact:
+            query = query.bypass_vector_index()
+        elif "IVF_PQ" in self._index_types(table):
+            query = query.nprobes(ALL_PARTITIONS).refine_factor(REFINE)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in query.to_list()]
 
     def ids(self) -> set[str]:
@@ -132,12 +151,14 @@ class LanceDBBackend(VectorBackend):
         table = self._open()
         return 0 if table is None else int(table.count_rows())
 
-    @staticmethod
-    def _has_index(table) -> bool:  # type: ignore[no-untyped-def]
-        try:
-            return bool(table.list_indices())
-        except Exception:  # pragma: no cover - defensive: search works without
-            return False
+    def _index_types(self, table, refresh: bool = False) -> set[str]:  # type: ignore[no-untyped-def]
+        """The table's index types ("IVF_PQ", "BITMAP"), cached: listing them costs a round trip."""
+        if self._indexes is None or refresh:
+            try:
+                self._indexes = {str(index.index_type).upper().replace("IVFPQ", "IVF_PQ") for index in table.list_indices()}
+            except Exception:  # noqa: BLE001 - defensive: search works without
+                self._indexes = set()
+        return self._indexes
 
     def maintain(self) -> None:
         """Compact fragments every few writes; build the ANN index once the table is large.
@@ -156,11 +177,42 @@ class LanceDBBackend(VectorBackend):
                     table.optimize()
                 except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
                     log.warning("vector table optimize failed: %s", exc)
-            if rows >= self._ann_threshold and not self._has_index(table):
-                log.info("building the ANN index over %d vectors", rows)
-                partitions = max(16, int(rows**0.5))
-                table.create_index(metric="cosine", num_partitions=partitions, num_sub_vectors=32,
-                                   index_type="IVF_PQ")
+            indexes = self._index_types(table, refresh=True)
+            if "BITMAP" not in indexes:
+                try:
+                    table.create_scalar_index("scope", index_type="BITMAP")
+                    self._index_types(table, refresh=True)
+                except Exception as exc:  # noqa: BLE001 - the scope filter works without it
+                    log.warning("could not index the scope column: %s", exc)
+            if rows >= self._ann_threshold and "IVF_PQ" not in indexes and self._index_builder is None:
+                self._index_builder = threading.Thread(
+                    target=self._build_index, args=(table, rows), name="lancedb-ann-index", daemon=True)
+                self._index_builder.start()
+
+    def _build_index(self, table, rows: int) -> None:  # type: ignore[no-untyped-def]
+        """IVF_PQ over the vectors, built in a thread: a sync or a search never waits for it.
+
+        Rows written meanwhile stay searchable (unindexed rows are scanned exactly) and join the
+        index at the next ``optimize``. Searches use ``nprobes`` and a refine step, so results
+        stay close to exact (recall@10 is in bench/README.md).
+        """
+        try:
+            dim = table.schema.field("vector").type.list_size
+            sub_vectors = max(d for d in range(1, 33) if dim % d == 0)
+            log.info("building the ANN index over %d vectors in the background", rows)
+            table.create_index(metric="cosine", num_partitions=max(8, int(rows**0.5)), num_sub_vectors=sub_vectors,
+                               index_type="IVF_PQ")
+        except Exception as exc:  # noqa: BLE001 - brute force keeps working without an index
+            log.warning("building the ANN index failed (searches stay exact): %s", exc)
+        finally:
+            self._indexes = None
+            self._index_builder = None
+
+    def wait_for_index(self, timeout_s: float | None = None) -> None:
+        """Block until a background index build (if any) ends: for benchmarks and tests."""
+        builder = self._index_builder
+        if builder is not None:
+            builder.join(timeout_s)
 
 
 def _remove_stale_temp_files(directory: Path) -> None:
