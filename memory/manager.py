@@ -318,7 +318,8 @@ class MemoryManager:
         if self.vectors is None or self.embedder is None:
             return
         self.vectors.delete_ids(removed_ids)
-        pending = self.storage.chunks_needing_vectors(self.embedder.model_id)
+        # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
+        pending = self.storage.chunks_needing_vectors(self.embedder.model_id) if vectors else []
         rows = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, _t, h in pending if h in vectors]
         if rows:
             self.vectors.upsert(rows)

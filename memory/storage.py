@@ -284,8 +284,10 @@ class IndexStorage:
     # ------------------------------------------------------------ chunk reads
     def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
         """(id, scope, path, text, text_hash) of chunks with no vector for ``model``."""
-        sql = "SELECT id, scope, path, text, text_hash FROM chunks WHERE (vec_model IS NULL OR vec_model != ?)"
-        params: tuple[object, ...] = (model,)
+        # "< ? OR > ?" rather than "!= ?": the same rows, but it can use the vec_model index
+        sql = ("SELECT id, scope, path, text, text_hash FROM chunks"
+               " WHERE (vec_model IS NULL OR vec_model < ? OR vec_model > ?)")
+        params: tuple[object, ...] = (model, model)
         if scope is not None:
             sql += " AND scope = ?"
             params += (scope,)
