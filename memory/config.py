@@ -64,5 +64,5 @@ class MemorySettings(StrictSettings):
     max_results: int = Field(default=8, ge=1, le=100)
     chunk_max_chars: int = Field(default=800, ge=64, le=20000)
     chunk_overlap_lines: int = Field(default=2, ge=0, le=50)
-    ann_threshold: int = Field(default=5000, ge=256)
+    ann_threshold: int = Field(default=20000, ge=256)
     dream: DreamSettings = Field(default_factory=DreamSettings)

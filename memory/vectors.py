@@ -70,7 +70,7 @@ def sql_quote(value: str) -> str:
 
 
 class LanceDBBackend(VectorBackend):
-    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 50000) -> None:
+    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 20000) -> None:
         import lancedb
 
         directory.mkdir(parents=True, exist_ok=True)
