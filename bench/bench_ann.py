@@ -44,7 +44,6 @@ def run(workspace: Path) -> None:
         table = backend._open()
         for index in table.list_indices():
             table.drop_index(index.name)
-        backend._indexes = None
         scopes = [r[0] for r in manager.db.query(
             "SELECT scope FROM chunks WHERE scope != ? GROUP BY scope ORDER BY count(*) DESC", (KNOWLEDGE_SCOPE,))]
         picks = {"largest scope": scopes[0], "median scope": scopes[len(scopes) // 2]}

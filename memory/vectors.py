@@ -82,7 +82,6 @@ class LanceDBBackend(VectorBackend):
         self._lock = threading.Lock()
         self._writes_since_optimize = 0
         self._index_builder: threading.Thread | None = None
-        self._indexes: set[str] | None = None
 
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
         if self._table is not None:
@@ -137,7 +136,7 @@ class LanceDBBackend(VectorBackend):
         query = query.where(where, prefilter=True).limit(limit).select(["id", "_distance"])
         if exact:
             query = query.bypass_vector_index()
-        elif "IVF_PQ" in self._index_types(table):
+        else:  # harmless without an index, and right if another process built one meanwhile
             query = query.nprobes(ALL_PARTITIONS).refine_factor(REFINE)
         return [(row["id"], 1.0 - float(row["_distance"])) for row in query.to_list()]
 
@@ -151,14 +150,13 @@ class LanceDBBackend(VectorBackend):
         table = self._open()
         return 0 if table is None else int(table.count_rows())
 
-    def _index_types(self, table, refresh: bool = False) -> set[str]:  # type: ignore[no-untyped-def]
-        """The table's index types ("IVF_PQ", "BITMAP"), cached: listing them costs a round trip."""
-        if self._indexes is None or refresh:
-            try:
-                self._indexes = {str(index.index_type).upper().replace("IVFPQ", "IVF_PQ") for index in table.list_indices()}
-            except Exception:  # noqa: BLE001 - defensive: search works without
-                self._indexes = set()
-        return self._indexes
+    @staticmethod
+    def _index_types(table) -> set[str]:  # type: ignore[no-untyped-def]
+        """The table's index types ("IVF_PQ", "BITMAP")."""
+        try:
+            return {str(index.index_type).upper().replace("IVFPQ", "IVF_PQ") for index in table.list_indices()}
+        except Exception:  # noqa: BLE001 - defensive: search works without
+            return set()
 
     def maintain(self) -> None:
         """Compact fragments every few writes; build the ANN index once the table is large.
@@ -177,11 +175,10 @@ class LanceDBBackend(VectorBackend):
                     table.optimize()
                 except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
                     log.warning("vector table optimize failed: %s", exc)
-            indexes = self._index_types(table, refresh=True)
+            indexes = self._index_types(table)
             if "BITMAP" not in indexes:
                 try:
                     table.create_scalar_index("scope", index_type="BITMAP")
-                    self._index_types(table, refresh=True)
                 except Exception as exc:  # noqa: BLE001 - the scope filter works without it
                     log.warning("could not index the scope column: %s", exc)
             if rows >= self._ann_threshold and "IVF_PQ" not in indexes and self._index_builder is None:
@@ -205,7 +202,6 @@ class LanceDBBackend(VectorBackend):
         except Exception as exc:  # noqa: BLE001 - brute force keeps working without an index
             log.warning("building the ANN index failed (searches stay exact): %s", exc)
         finally:
-            self._indexes = None
             self._index_builder = None
 
     def wait_for_index(self, timeout_s: float | None = None) -> None:
