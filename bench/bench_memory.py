@@ -242,7 +242,7 @@ class MemoryBench:
         vectors = [embedder.embed([query])[0] for query in probe]
         brute = [{cid for cid, _ in manager.vectors.search(v, scopes, 32, exact=True)} for v in vectors]
         # A second backend over the same table with a threshold it passes: the same maintain() a
-        # sync runs (with the default ann_threshold=50000 a 100k-chunk sync builds it by itself).
+        # sync runs (with the default ann_threshold=20000 a sync past it builds it in a background thread).
         builder = LanceDBBackend(ws.root / "vectors", embedder.model_id, ann_threshold=256)
         present_before = ann_index_present(builder)
         started = time.perf_counter()
