@@ -279,3 +279,18 @@ def test_database_is_sqlite_wal(workspace, make_manager) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     assert manager.storage.check_fts()
+
+
+def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
+    from memory import GLOBAL_SCOPE, MemoryManager, MemorySettings, Workspace
+
+    workspace = Workspace(tmp_path / "ws", mode="global")
+    manager = MemoryManager(workspace, MemorySettings(scope="global"), embedder=None)
+    (workspace.root / "MEMORY.md").write_text("- the seed's layout: MEMORY.md at the root\n")
+    manager.append_daily(GLOBAL_SCOPE, "- a shared note about kiwis")
+    assert workspace.list_scopes() == [GLOBAL_SCOPE]
+    assert {h.path for h in manager.search("kiwis layout", GLOBAL_SCOPE, min_score=0)} >= {"MEMORY.md"}
+    assert [h.path for h in manager.search("kiwis", GLOBAL_SCOPE)][0].startswith("memory/")
+    with pytest.raises(ScopeError):
+        manager.search("kiwis", "telegram-1")
+    manager.close()
