@@ -16,17 +16,15 @@ import asyncio
 import difflib
 import hashlib
 import logging
-import os
 import re
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 from .config import DreamSettings
-from .manager import MemoryManager, append_text
+from .files import append_text, atomic_write
+from .manager import MemoryManager
 
 log = logging.getLogger(__name__)
 
@@ -106,26 +104,6 @@ class DreamResult:
     @property
     def changed(self) -> bool:
         return self.status == "written"
-
-
-def atomic_write(target: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder, fsync, rename: a crash leaves old or new, never torn."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def unified_diff(before: str, after: str) -> str:

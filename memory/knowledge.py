@@ -13,8 +13,6 @@ import logging
 import os
 import posixpath
 import re
-import secrets
-import time
 import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -24,7 +22,8 @@ from itertools import groupby
 from pathlib import Path
 from urllib.parse import unquote
 
-from .manager import MemoryManager, append_text
+from .files import append_text, atomic_write, fsync_dir, read_text
+from .manager import MemoryManager
 from .scopes import KNOWLEDGE_DIR, KNOWLEDGE_SCOPE
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ class KnowledgeService:
     def read(self, page: str) -> str:
         """The text of ``page`` (``cat/slug``, ``cat/slug.md`` or ``knowledge/cat/slug.md``)."""
         category, slug = _parse_page(page)
-        return _read_text(self._existing(category, slug, page))
+        return read_text(self._existing(category, slug, page))
 
     def log_entries(self, limit: int = 100) -> list[str]:
         """The last ``limit`` log lines, oldest first as in log.md, without the leading ``- ``."""
@@ -140,7 +139,7 @@ class KnowledgeService:
             target = self._locate(category, slug, page)
             action = "write" if target.exists() else "create"
             target.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(target, data)
+            atomic_write(target, data)
             self._record(actor, action, _page_path(category, slug))
             return _page_at(target, category, slug, content)
 
@@ -157,11 +156,11 @@ class KnowledgeService:
                 raise KnowledgeError(f"{new_page!r} already exists; delete it first or choose another name")
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(source, dest)
-            _fsync_dir(dest.parent)
-            _fsync_dir(source.parent)
+            fsync_dir(dest.parent)
+            fsync_dir(source.parent)
             _remove_if_empty(source.parent)
             self._record(actor, "move", f"{_page_path(*source_name)} -> {_page_path(*dest_name)}")
-            return _page_at(dest, *dest_name, _read_text(dest))
+            return _page_at(dest, *dest_name, read_text(dest))
 
     def delete(self, page: str, *, actor: str) -> None:
         """Remove ``page``; its category folder goes too when nothing else is left in it."""
@@ -170,7 +169,7 @@ class KnowledgeService:
         with self._manager.lock:
             target = self._existing(category, slug, page)
             target.unlink()
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             _remove_if_empty(target.parent)
             self._record(actor, "delete", _page_path(category, slug))
 
@@ -199,9 +198,9 @@ class KnowledgeService:
         """Write index.md if its text differs from the tree's; True when it was written."""
         target = self._dir / INDEX_FILE
         text = _render_index(self.list_pages())
-        if target.is_file() and not target.is_symlink() and _read_text(target) == text:
+        if target.is_file() and not target.is_symlink() and read_text(target) == text:
             return False
-        _atomic_write(target, text.encode("utf-8"))
+        atomic_write(target, text.encode("utf-8"))
         return True
 
     def _scan(self, category: str | None) -> list[tuple[KnowledgePage, str]]:
@@ -217,7 +216,7 @@ class KnowledgeService:
                 if not file.name.endswith(_SUFFIX) or _part_problem(slug, "slug") is not None:
                     continue
                 try:
-                    text = _read_text(Path(file.path))
+                    text = read_text(Path(file.path))
                     found.append((_page_at(Path(file.path), folder.name, slug, text), text))
                 except FileNotFoundError:  # removed by a process that does not take the lock
                     continue
@@ -348,11 +347,6 @@ def _encode_content(content: object) -> bytes:
 
 
 # ===================================================================== files
-def _read_text(path: Path) -> str:
-    """Decode as the index does: undecodable bytes become U+FFFD rather than failing a read."""
-    return path.read_bytes().decode("utf-8", errors="replace")
-
-
 def _entries(folder: Path, *, want_dir: bool) -> Iterator[os.DirEntry[str]]:
     """Real (non-symlink, non-hidden) sub-folders or files of ``folder``, as the indexer sees them."""
     try:
@@ -370,40 +364,6 @@ def _entries(folder: Path, *, want_dir: bool) -> Iterator[os.DirEntry[str]]:
 def _page_at(path: Path, category: str, slug: str, text: str) -> KnowledgePage:
     stat = path.stat()
     return KnowledgePage(_page_path(category, slug), category, slug, _title(text, slug), stat.st_size, stat.st_mtime)
-
-
-def _atomic_write(target: Path, data: bytes) -> None:
-    """Write a hidden temp file beside ``target``, fsync it, then rename it over ``target``.
-
-    Readers see the old page or the new one, never half of one. The mtime is stamped from the
-    precise clock because the index skips files whose (mtime, size) it has seen: with the kernel's
-    coarse file timestamps two same-size writes a few milliseconds apart could look unchanged.
-    """
-    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        now = time.time_ns()
-        os.utime(temp, ns=(now, now))
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename or unlink in ``folder`` durable (POSIX only; elsewhere the rename stands alone)."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _remove_if_empty(folder: Path) -> None:

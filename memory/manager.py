@@ -27,6 +27,7 @@ import numpy as np
 from .chunker import Chunk, chunk_text, text_hash
 from .config import MemorySettings
 from .embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from .files import append_text, read_text
 from .locks import WorkspaceLock
 from .scopes import (
     DAILY_DIR,
@@ -228,7 +229,7 @@ class MemoryManager:
                 previous.indexed_at - item.mtime > _MTIME_TRUST_S
             ):
                 continue
-            content = _read_text(item.absolute)
+            content = read_text(item.absolute)
             record = FileRecord(item.scope, item.path, text_hash(content), item.mtime, item.size)
             if previous is not None and previous.hash == record.hash:
                 plan.touched.append(record)
@@ -524,7 +525,7 @@ class MemoryManager:
             raise MemoryPathError(f"{path!r} does not exist")
         if start_line < 1:
             raise MemoryPathError("start_line must be 1 or more")
-        lines = _read_text(target).split("\n")
+        lines = read_text(target).split("\n")
         end = len(lines) if num_lines is None else start_line - 1 + max(0, num_lines)
         return "\n".join(lines[start_line - 1 : end])
 
@@ -539,23 +540,3 @@ class MemoryManager:
 
     def close(self) -> None:
         self.db.close()
-
-
-def _read_text(path: Path) -> str:
-    """Read a memory file as UTF-8; undecodable bytes become U+FFFD rather than failing a sync."""
-    return path.read_bytes().decode("utf-8", errors="replace")
-
-
-def append_text(target: Path, text: str) -> None:
-    """Append ``text`` as its own block (newline-separated) and fsync, so a crash keeps it whole."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    block = text if text.endswith("\n") else text + "\n"
-    with open(target, "a+b") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() > 0:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                block = "\n" + block
-        handle.write(block.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
