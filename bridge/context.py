@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from memory.conversations import StoredMessage
+from memory.keyword import count_cjk
 
-_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _MESSAGE_OVERHEAD = 4
 
 
 def estimate_tokens(text: str) -> int:
-    cjk = len(_CJK_RE.findall(text))
+    cjk = count_cjk(text)
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 

@@ -29,6 +29,11 @@ def has_cjk(text: str) -> bool:
     return _CJK_CHAR_RE.search(text) is not None
 
 
+def count_cjk(text: str) -> int:
+    """How many CJK characters ``text`` has (each is about one LLM token)."""
+    return len(_CJK_CHAR_RE.findall(text))
+
+
 def _cjk_tokens(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
