@@ -137,9 +137,6 @@ class AppConfig(StrictSettings):
             path = self.source.parent / path
         return path.resolve()
 
-    def is_admin(self, channel: str, user_id: str) -> bool:
-        return f"{channel}:{user_id}" in self.admins
-
 
 def _expand(value: Any, path: str) -> Any:
     """Expand ``${VAR}`` in every string; an unset variable without a default is an error."""

@@ -23,7 +23,6 @@ from plugins import Action, Event, EventContext, PluginRegistry
 
 from .app import Services, local_user
 from .console import start_in_background
-from .scopes import scope_for
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +93,10 @@ class Bridge:
 
     # ----------------------------------------------------------- pipeline
     def context_for(self, message: IncomingMessage) -> EventContext:
-        config = self.services.config
-        scope = scope_for(message, config.memory.scope, thread_scope=config.channels.slack.thread_scope)
-        return EventContext(event=Event.RECEIVE, message=message, scope=scope,
-                            is_admin=config.is_admin(message.channel, message.user_id), host=self.services)
+        """Plugins see the same scope and rights as the agent turn: one place decides them."""
+        who = self.services.agent.identify(message)
+        return EventContext(event=Event.RECEIVE, message=message, scope=who.scope, is_admin=who.is_admin,
+                            host=self.services)
 
     async def process(self, channel: Channel, message: IncomingMessage) -> Reply | None:
         """One message through the plugins and the agent; returns what was sent (None: nothing)."""
