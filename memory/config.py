@@ -65,4 +65,5 @@ class MemorySettings(StrictSettings):
     chunk_max_chars: int = Field(default=800, ge=64, le=20000)
     chunk_overlap_lines: int = Field(default=2, ge=0, le=50)
     ann_threshold: int = Field(default=20000, ge=256)
+    vector_cache_mb: int = Field(default=512, ge=0, le=65536)
     dream: DreamSettings = Field(default_factory=DreamSettings)

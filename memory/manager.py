@@ -40,6 +40,7 @@ from .scopes import (
     validate_scope,
 )
 from .storage import Database, FileRecord, IndexStorage, StoredChunk
+from .vector_cache import VectorCache
 from .vectors import VectorBackend, VectorRow
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,18 @@ class _Plan:
     removed: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _unchanged(record: FileRecord | None, item: _DiskFile) -> bool:
+    """Whether an indexed file is surely the same on disk, without reading it.
+
+    Same mtime and size is not enough for a file written within ``_MTIME_TRUST_S`` of its
+    indexing: a coarse file-system clock can give a quick same-size rewrite the same mtime.
+    """
+    return (
+        record is not None and record.mtime == item.mtime and record.size == item.size
+        and record.indexed_at - item.mtime > _MTIME_TRUST_S
+    )
+
+
 class MemoryManager:
     """Sync and search for one workspace. Thread-safe; every write holds the workspace lock."""
 
@@ -133,6 +146,10 @@ class MemoryManager:
 
             vectors = LanceDBBackend(workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold)
         self.vectors = vectors if embedder is not None else None
+        self._vector_cache = (
+            VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
+            if self.vectors is not None and settings.vector_cache_mb > 0 else None
+        )
         self._today = today
         self._query_cache = QueryVectorCache()
         self._dirty: set[str] = set()
@@ -218,16 +235,14 @@ class MemoryManager:
 
     def _plan(self, disk: list[_DiskFile], covered: list[str], everything: bool, progress: ProgressCallback | None) -> _Plan:
         """Pass 1: hash what changed on disk and chunk it. No API call, no write."""
-        indexed = {key: rec for key, rec in self.storage.files().items() if everything or key[0] in covered}
+        indexed = self._indexed_files(None if everything else covered)
         plan = _Plan()
         seen: set[tuple[str, str]] = set()
         for done, item in enumerate(disk, start=1):
             key = (item.scope, item.path)
             seen.add(key)
             previous = indexed.get(key)
-            if previous is not None and previous.mtime == item.mtime and previous.size == item.size and (
-                previous.indexed_at - item.mtime > _MTIME_TRUST_S
-            ):
+            if _unchanged(previous, item):
                 continue
             content = read_text(item.absolute)
             record = FileRecord(item.scope, item.path, text_hash(content), item.mtime, item.size)
@@ -297,13 +312,13 @@ class MemoryManager:
         progress: ProgressCallback | None,
     ) -> None:
         """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
-        removed_ids: list[str] = []
+        removed: dict[str, list[str]] = {}
         self._scope_rows.clear()
         with self.storage.write() as conn:
             for scope, path in plan.removed:
-                removed_ids.extend(self.storage.remove_file(conn, scope, path))
+                removed.setdefault(scope, []).extend(self.storage.remove_file(conn, scope, path))
             for done, (record, chunks) in enumerate(plan.changed, start=1):
-                removed_ids.extend(self.storage.replace_file(conn, record, chunks))
+                removed.setdefault(record.scope, []).extend(self.storage.replace_file(conn, record, chunks))
                 report.chunks_written += len(chunks)
                 if progress and done % 50 == 0:
                     progress("write", done, len(plan.changed))
@@ -311,6 +326,8 @@ class MemoryManager:
                 self.storage.touch_file(conn, record)
             if fresh and self.embedder is not None:
                 self.storage.store_vectors(conn, self.embedder.model_id, fresh)
+            generations = self.storage.bump_generations(conn, removed)
+        removed_ids = [cid for ids in removed.values() for cid in ids]
         report.files_changed = len(plan.changed)
         report.files_removed = len(plan.removed)
         report.chunks_removed = len(removed_ids)
@@ -318,6 +335,8 @@ class MemoryManager:
             progress("write", len(plan.changed), len(plan.changed))
         if self.vectors is None or self.embedder is None:
             return
+        for scope, generation in generations.items():
+            self._cache_apply(scope, generation, removed=removed[scope])
         self.vectors.delete_ids(removed_ids)
         # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
         pending = self.storage.chunks_needing_vectors(self.embedder.model_id) if vectors else []
@@ -326,10 +345,23 @@ class MemoryManager:
             self.vectors.upsert(rows)
             with self.db.transaction() as conn:
                 self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
+                generations = self.storage.bump_generations(conn, {row.scope for row in rows})
+            for scope, generation in generations.items():
+                mine = [row for row in rows if row.scope == scope]
+                self._cache_apply(scope, generation, ids=[row.id for row in mine],
+                                  vectors=np.vstack([row.vector for row in mine]))
         report.vectors_written = len(rows)
         if rows or removed_ids:
             self._drop_orphans()
             self.vectors.maintain()
+
+    def _cache_apply(self, scope: str, generation: int, **change: object) -> None:
+        if self._vector_cache is not None:
+            self._vector_cache.apply(scope, generation, **change)  # type: ignore[arg-type]
+
+    def _load_scope_vectors(self, scope: str) -> tuple[int, list[str], np.ndarray]:
+        assert self.embedder is not None
+        return self.storage.scope_vectors(scope, self.embedder.model_id)
 
     def _drop_orphans(self) -> None:
         """Vectors whose chunk is gone from SQLite (a crash between the two writes) are removed."""
@@ -358,16 +390,21 @@ class MemoryManager:
         if not report.ok:
             log.warning("search proceeds on the old index: %s", report.error)
 
+    def _indexed_files(self, scopes: Sequence[str] | None) -> dict[tuple[str, str], FileRecord]:
+        """The index's file records of ``scopes`` (every scope when None)."""
+        if scopes is None:
+            return self.storage.files()
+        indexed: dict[tuple[str, str], FileRecord] = {}
+        for name in scopes:
+            indexed.update(self.storage.files(name))
+        return indexed
+
     def _disk_changed(self, scope: str) -> bool:
         disk, covered = self._disk_files(scope)
-        indexed = {key: rec for key, rec in self.storage.files().items() if key[0] in covered}
+        indexed = self._indexed_files(covered)
         if len(indexed) != len(disk):
             return True
-        for item in disk:
-            record = indexed.get((item.scope, item.path))
-            if record is None or record.mtime != item.mtime or record.size != item.size:
-                return True
-        return False
+        return not all(_unchanged(indexed.get((item.scope, item.path)), item) for item in disk)
 
     # ================================================================= search
     def search(
@@ -394,8 +431,7 @@ class MemoryManager:
         chunks: dict[str, StoredChunk] = {}
         if query_vector is not None and self.vectors is not None:
             try:
-                exact = self._vector_rows(scopes) <= self.settings.ann_threshold
-                hits = self.vectors.search(query_vector, scopes, candidates, exact=exact)
+                hits = self._vector_hits(query_vector, scopes, candidates)
             except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
                 log.warning("vector search failed, using keywords only: %s", exc)
                 hits, query_vector = [], None
@@ -414,6 +450,17 @@ class MemoryManager:
         results = [r for r in results if r.score >= min_score]
         results.sort(key=lambda r: (-r.score, r.path, r.start_line))
         return results[:limit]
+
+    def _vector_hits(self, query_vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """Exact from RAM when the scopes fit the vector cache; else LanceDB (exact when few, else ANN)."""
+        assert self.vectors is not None
+        rows = self._vector_rows(scopes)
+        cache = self._vector_cache
+        if cache is not None and cache.fits(rows, int(query_vector.shape[0])):
+            hits = cache.search(query_vector, scopes, limit, self.storage.generations(scopes))
+            if hits is not None:
+                return hits
+        return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold)
 
     def _vector_rows(self, scopes: Sequence[str]) -> int:
         """How many chunks the scopes hold (cached until the next write): few means an exact scan."""
@@ -442,6 +489,12 @@ class MemoryManager:
         """Keyword-only candidates get their true similarity from the embedding cache."""
         assert self.embedder is not None
         missing = [cid for cid in chunks if cid not in scores]
+        if self._vector_cache is not None:
+            for cid in list(missing):
+                vector = self._vector_cache.vector(chunks[cid].scope, cid)
+                if vector is not None and vector.shape == query_vector.shape:
+                    scores[cid] = float(np.dot(query_vector, vector))
+                    missing.remove(cid)
         if not missing:
             return
         by_hash: dict[str, list[str]] = {}

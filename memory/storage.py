@@ -95,11 +95,17 @@ CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL, text_hash TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vector_generations (
+    scope TEXT PRIMARY KEY, generation INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 
 
 #: A query whose every term is in more chunks than this is ranked among its newest matches.
 BROAD_MATCHES = 5000
+#: Scopes holding at least this share of the chunks are searched without the scope clause.
+UNSCOPED_SHARE = 0.5
+SCOPE_COUNTS_TTL_S = 30.0
 
 
 def scope_tag(scope: str) -> str:
@@ -158,6 +164,7 @@ class IndexStorage:
         self._df_cache: dict[str, int] = {}
         self._df_total = 0
         self._df_lock = threading.Lock()
+        self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
@@ -189,6 +196,8 @@ class IndexStorage:
                 self._flush_fts(conn)
             finally:
                 self._fts_deletes, self._fts_inserts = None, None
+                with self._df_lock:
+                    self._scope_counts = (float("-inf"), {})
 
     def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> list[str]:
         """Make the index hold exactly ``chunks`` for ``record``'s file. Returns removed chunk ids.
@@ -388,18 +397,51 @@ class IndexStorage:
         FTS5 walks matches in rowid order and computes bm25() only for the rows it returns, so the
         newest-first form costs a few milliseconds however many chunks match. Newer chunks are
         the likelier memory anyway (and dated daily files decay with age).
+
+        When the scopes hold most of the index, the scope clause costs more than it saves (it
+        walks a posting list as long as the table): the query runs unscoped for a few more rows
+        than needed and keeps the in-scope ones. That is exact whenever enough of them remain
+        (the scope column has BM25 weight 0, so ranks are the same); otherwise the scoped form runs.
         """
+        wanted = limit * 4 if newest_first else limit
+        share = self.scope_share(scopes)
+        if share >= UNSCOPED_SHARE:
+            rows = self._word_rows(f"seg : ({expr})", scopes, int(wanted / share * 1.5) + 8, newest_first)
+            if len(rows) >= wanted:
+                if newest_first:  # the same newest ``wanted`` in-scope rows the scoped form ranks
+                    newest = sorted(rows, key=lambda row: -row[0])[:wanted]
+                    rows = sorted(newest, key=lambda row: row[7])
+                return _ranked(rows[:limit])
         tags = " OR ".join(f'"{scope_tag(s)}"' for s in scopes)
-        match = f"scope_tag : ({tags}) AND seg : ({expr})"
+        rows = self._word_rows(f"scope_tag : ({tags}) AND seg : ({expr})", scopes, wanted, newest_first)
+        return _ranked(rows[:limit])
+
+    def _word_rows(self, match: str, scopes: Sequence[str], fetch: int, newest_first: bool) -> list[sqlite3.Row]:
+        """The first ``fetch`` FTS matches (best or newest), joined to their in-scope chunks, by rank."""
         inner = (
             "SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
             + (" ORDER BY rowid DESC LIMIT ?" if newest_first else " ORDER BY rank LIMIT ?")
         )
-        rows = self.db.query(
-            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM ({inner}) f JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank",
-            (match, limit * 4 if newest_first else limit),
+        return self.db.query(
+            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM ({inner}) f JOIN chunks c ON c.rowid = f.rowid"
+            f" WHERE +c.scope IN ({','.join('?' * len(scopes))}) ORDER BY f.rank",
+            (match, fetch, *scopes),
         )
-        return _ranked(rows[:limit])
+
+    def scope_share(self, scopes: Sequence[str]) -> float:
+        """The share of all chunks that ``scopes`` hold, from counts at most 30 s old.
+
+        Only a planning hint (see :meth:`_search_words`): the answer is exact either way.
+        """
+        with self._df_lock:
+            stamp, counts = self._scope_counts
+        if time.monotonic() - stamp > SCOPE_COUNTS_TTL_S:
+            rows = self.db.query("SELECT scope, count(*) FROM chunks GROUP BY scope")
+            counts = {row[0]: int(row[1]) for row in rows}
+            with self._df_lock:
+                self._scope_counts = (time.monotonic(), counts)
+        total = sum(counts.values())
+        return sum(counts.get(scope, 0) for scope in set(scopes)) / total if total else 0.0
 
     def _search_trigram(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
         scope_marks = ",".join("?" * len(scopes))
@@ -469,6 +511,51 @@ class IndexStorage:
             " ON CONFLICT (model, text_hash) DO NOTHING",
             ((model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()),
         )
+
+    # ------------------------------------------------- vector generations
+    def bump_generations(self, conn: sqlite3.Connection, scopes: Iterable[str]) -> dict[str, int]:
+        """Count a change to each scope's chunks or vectors (inside the writing transaction).
+
+        Readers that keep vectors in memory compare generations to see another process's writes.
+        """
+        bumped: dict[str, int] = {}
+        for scope in sorted(set(scopes)):
+            row = conn.execute(
+                "INSERT INTO vector_generations (scope, generation) VALUES (?, 1) ON CONFLICT (scope)"
+                " DO UPDATE SET generation = generation + 1 RETURNING generation",
+                (scope,),
+            ).fetchone()
+            bumped[scope] = int(row[0])
+        return bumped
+
+    def generations(self, scopes: Sequence[str]) -> dict[str, int]:
+        rows = self.db.query(
+            f"SELECT scope, generation FROM vector_generations WHERE scope IN ({','.join('?' * len(scopes))})",
+            tuple(scopes),
+        )
+        return {scope: 0 for scope in scopes} | {row[0]: int(row[1]) for row in rows}
+
+    def scope_vectors(self, scope: str, model: str) -> tuple[int, list[str], np.ndarray]:
+        """(generation, chunk ids, vectors) of a scope's chunks embedded with ``model``, one snapshot."""
+        with self.db.lock:
+            conn = self.db.conn
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
+                rows = conn.execute(
+                    "SELECT c.id, e.vector FROM chunks c JOIN embed_cache e ON e.model = c.vec_model"
+                    " AND e.text_hash = c.text_hash WHERE c.scope = ? AND c.vec_model = ?",
+                    (scope, model),
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        generation = int(row[0]) if row else 0
+        if not rows:
+            return generation, [], np.zeros((0, 0), dtype=np.float32)
+        width = len(rows[0][1])
+        rows = [r for r in rows if len(r[1]) == width]
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), width // 4)
+        return generation, [r[0] for r in rows], matrix
 
     def get_meta(self, key: str) -> str | None:
         rows = self.db.query("SELECT value FROM meta WHERE key = ?", (key,))

@@ -192,6 +192,18 @@ def test_search_syncs_files_changed_on_disk(workspace, make_manager) -> None:
     assert paths(manager.search("kayaking", "alice")) == [("MEMORY.md", 1)]
 
 
+def test_a_same_size_rewrite_with_the_same_mtime_is_found_by_the_next_search(workspace, make_manager) -> None:
+    path = write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
+    manager = make_manager(embedder=None)
+    assert paths(manager.search("kayaking", "alice")) == [("MEMORY.md", 1)]
+    stamp = path.stat().st_mtime_ns
+    path.write_text("- likes climbing\n", encoding="utf-8")  # same size
+    os.utime(path, ns=(stamp, stamp))  # a coarse clock: the same mtime as the indexed version
+    manager._last_disk_check.clear()
+    assert paths(manager.search("climbing", "alice")) == [("MEMORY.md", 1)]
+    assert manager.search("kayaking", "alice") == []
+
+
 def test_appended_daily_memory_is_searchable_at_once(workspace, make_manager) -> None:
     manager = make_manager()
     manager.search("anything", "alice")

@@ -1,0 +1,90 @@
+"""IndexStorage on real SQLite: the unscoped word query for big scopes, generations, scope vectors."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from memory import chunk_text
+from memory import storage as storage_module
+from memory.chunker import text_hash
+from memory.keyword import build_query
+from memory.storage import Database, FileRecord, IndexStorage
+
+WORDS = [f"w{i}" for i in range(60)] + ["rare", "alicesecret"]
+
+
+def fill(storage: IndexStorage, scope: str, files: int, lines: int, rng: random.Random, extra: str = "") -> None:
+    with storage.write() as conn:
+        for number in range(files):
+            text = "\n".join(" ".join(rng.choices(WORDS[:60], k=5)) for _ in range(lines)) + extra + "\n"
+            path = f"memory/2026-11-{number + 1:02d}.md"
+            chunks = chunk_text(text, scope=scope, path=path, max_chars=60, overlap_lines=0)
+            storage.replace_file(conn, FileRecord(scope, path, text_hash(text), 0.0, len(text)), chunks)
+
+
+@pytest.fixture
+def storage(tmp_path) -> IndexStorage:
+    store = IndexStorage(Database(tmp_path / "index.db"))
+    rng = random.Random(5)
+    fill(store, "group", 20, 60, rng)  # ~1,200 chunks: most of the index
+    fill(store, "alice", 4, 20, rng, extra="\nrare alicesecret")
+    yield store
+    store.db.close()
+
+
+def ids(hits) -> list[tuple[str, float]]:
+    return [(hit.chunk.id, round(hit.score, 9)) for hit in hits]
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+@pytest.mark.parametrize("query", ["w3", "w7 w12", "w59 w1 w2", "rare", "alicesecret w4", "nothing"])
+@pytest.mark.parametrize("scopes", [["group", "@knowledge"], ["alice", "@knowledge"], ["group", "alice"]])
+def test_unscoped_word_query_gives_the_scoped_answer(storage, monkeypatch, query, scopes, newest_first) -> None:
+    expr = build_query(query).words()
+    assert expr
+    fast = storage._search_words(expr, scopes, 8, newest_first=newest_first)
+    monkeypatch.setattr(storage_module, "UNSCOPED_SHARE", 2.0)  # never unscoped
+    scoped = storage._search_words(expr, scopes, 8, newest_first=newest_first)
+    assert ids(fast) == ids(scoped)
+    assert all(hit.chunk.scope in scopes for hit in fast)
+
+
+def test_a_big_scope_never_returns_another_scopes_rows(storage) -> None:
+    assert storage.scope_share(["group"]) > 0.9
+    hits = storage.search_keyword("alicesecret", ["group", "@knowledge"], 8)
+    assert hits == []  # found only in alice's scope: filtered, then the scoped query finds nothing
+    assert [h.chunk.scope for h in storage.search_keyword("alicesecret", ["alice"], 8)] == ["alice"] * 4
+
+
+def test_scope_counts_are_refreshed_after_a_write(storage) -> None:
+    before = storage.scope_share(["alice"])
+    fill(storage, "alice", 30, 60, random.Random(1))
+    assert storage.scope_share(["alice"]) > before + 0.3
+
+
+def test_generations_count_changes_per_scope(storage) -> None:
+    assert storage.generations(["alice", "bob"]) == {"alice": 0, "bob": 0}
+    with storage.db.transaction() as conn:
+        assert storage.bump_generations(conn, ["alice", "alice", "bob"]) == {"alice": 1, "bob": 1}
+    with storage.db.transaction() as conn:
+        assert storage.bump_generations(conn, ["alice"]) == {"alice": 2}
+    assert storage.generations(["alice", "bob"]) == {"alice": 2, "bob": 1}
+
+
+def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage) -> None:
+    rows = storage.db.query("SELECT id, text_hash FROM chunks WHERE scope = 'alice' ORDER BY rowid")
+    vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}
+    with storage.db.transaction() as conn:
+        storage.store_vectors(conn, "m1", vectors)
+        storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
+        storage.bump_generations(conn, ["alice"])
+    generation, chunk_ids, matrix = storage.scope_vectors("alice", "m1")
+    assert generation == 1
+    assert sorted(chunk_ids) == sorted(r[0] for r in rows[:-1])
+    by_id = dict(zip(chunk_ids, matrix))
+    for chunk_id, hash_ in rows[:-1]:
+        np.testing.assert_array_equal(by_id[chunk_id], vectors[hash_])
+    assert storage.scope_vectors("alice", "m2")[1] == []

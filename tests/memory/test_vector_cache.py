@@ -1,0 +1,190 @@
+"""The in-memory exact vector search: blocks, budget, generations, and the manager that uses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.files import write
+
+from memory import HashEmbedding, KNOWLEDGE_SCOPE
+from memory.embedding import normalise
+from memory.vector_cache import ScopeBlock, VectorCache
+
+DIM = 16
+
+
+def unit_vectors(count: int, seed: int = 1) -> np.ndarray:
+    return normalise(np.random.default_rng(seed).normal(size=(count, DIM)))
+
+
+def brute_force(ids: list[str], vectors: np.ndarray, query: np.ndarray, limit: int) -> list[str]:
+    order = np.argsort(-(vectors @ query), kind="stable")
+    return [ids[i] for i in order[:limit]]
+
+
+class Loader:
+    """A scope loader over plain dicts that counts its calls."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, tuple[int, list[str], np.ndarray]] = {}
+        self.calls: list[str] = []
+
+    def __call__(self, scope: str) -> tuple[int, list[str], np.ndarray]:
+        self.calls.append(scope)
+        return self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
+
+
+def test_search_is_exact_across_scopes() -> None:
+    vectors = unit_vectors(500)
+    ids = [f"c{i}" for i in range(500)]
+    loader = Loader()
+    loader.data["a"] = (3, ids[:300], vectors[:300])
+    loader.data["b"] = (1, ids[300:], vectors[300:])
+    cache = VectorCache(10 * 2**20, loader)
+    for q in unit_vectors(20, seed=2):
+        hits = cache.search(q, ["a", "b"], 10, {"a": 3, "b": 1})
+        assert [cid for cid, _ in hits] == brute_force(ids, vectors, q, 10)
+        assert hits[0][1] == pytest.approx(float(vectors[int(hits[0][0][1:])] @ q), abs=1e-6)
+    assert loader.calls == ["a", "b"]  # loaded once, then served from memory
+
+
+def test_a_scope_changed_elsewhere_is_reloaded() -> None:
+    vectors = unit_vectors(3)
+    loader = Loader()
+    loader.data["a"] = (1, ["x"], vectors[:1])
+    cache = VectorCache(2**20, loader)
+    assert [cid for cid, _ in cache.search(vectors[1], ["a"], 5, {"a": 1})] == ["x"]
+    loader.data["a"] = (2, ["x", "y"], vectors[:2])
+    hits = cache.search(vectors[1], ["a"], 5, {"a": 2})
+    assert [cid for cid, _ in hits] == ["y", "x"]
+    assert loader.calls == ["a", "a"]
+
+
+def test_own_changes_are_applied_in_place_and_a_missed_generation_reloads() -> None:
+    vectors = unit_vectors(4)
+    loader = Loader()
+    loader.data["a"] = (1, ["w", "x"], vectors[:2])
+    cache = VectorCache(2**20, loader)
+    cache.search(vectors[0], ["a"], 5, {"a": 1})
+    cache.apply("a", 2, removed=["w"], ids=["y"], vectors=vectors[2:3])
+    assert sorted(cid for cid, _ in cache.search(vectors[0], ["a"], 5, {"a": 2})) == ["x", "y"]
+    assert loader.calls == ["a"]
+    cache.apply("a", 4, ids=["z"], vectors=vectors[3:4])  # generation 3 was someone else's
+    cache.search(vectors[0], ["a"], 5, {"a": 4})
+    assert loader.calls == ["a", "a"]
+
+
+def test_a_rewritten_vector_replaces_the_old_one() -> None:
+    vectors = unit_vectors(2)
+    block = ScopeBlock(1, ["x"], vectors[:1], DIM)
+    block.upsert(["x"], vectors[1:2])
+    assert len(block) == 1
+    np.testing.assert_array_equal(block.vector("x"), vectors[1])
+
+
+def test_blocks_grow_and_compact_without_losing_rows() -> None:
+    vectors = unit_vectors(400)
+    ids = [f"c{i}" for i in range(400)]
+    block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
+    for start in range(0, 400, 7):  # many small appends: the capacity doubles
+        block.upsert(ids[start : start + 7], vectors[start : start + 7])
+    block.remove(ids[:300])  # most rows gone: the block is compacted
+    assert len(block) == 100
+    snapshot = block.snapshot()
+    assert snapshot.matrix.shape[0] == 100 and snapshot.alive.all()
+    for cid in ids[300:]:
+        np.testing.assert_array_equal(block.vector(cid), vectors[int(cid[1:])])
+    assert block.vector("c5") is None
+
+
+def test_removed_rows_never_come_back_from_search() -> None:
+    vectors = unit_vectors(10)
+    ids = [f"c{i}" for i in range(10)]
+    loader = Loader()
+    loader.data["a"] = (1, ids, vectors)
+    cache = VectorCache(2**20, loader)
+    cache.search(vectors[0], ["a"], 3, {"a": 1})
+    cache.apply("a", 2, removed=ids[:9])
+    assert cache.search(vectors[0], ["a"], 3, {"a": 2}) == [("c9", pytest.approx(float(vectors[9] @ vectors[0])))]
+
+
+def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit() -> None:
+    vectors = unit_vectors(64)
+    loader = Loader()
+    for name in "abc":
+        loader.data[name] = (1, [f"{name}{i}" for i in range(64)], vectors)
+    one_block = 64 * DIM * 4
+    cache = VectorCache(2 * one_block, loader)
+    gens = {"a": 1, "b": 1, "c": 1}
+    cache.search(vectors[0], ["a"], 1, gens)
+    cache.search(vectors[0], ["b"], 1, gens)
+    cache.search(vectors[0], ["a"], 1, gens)  # a is now the most recent
+    cache.search(vectors[0], ["c"], 1, gens)  # evicts b
+    cache.search(vectors[0], ["a"], 1, gens)
+    assert loader.calls == ["a", "b", "c"]
+    assert not cache.fits(3 * 64, DIM)
+    small = VectorCache(one_block - 1, loader)
+    assert small.search(vectors[0], ["a"], 1, gens) is None
+
+
+# ------------------------------------------------------------------ through the manager
+def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> None:
+    lines = [f"- note {i}: {' '.join(f'word{(i * 7 + j) % 97}' for j in range(6))}" for i in range(120)]
+    for day in range(1, 7):
+        write(workspace, "alice", f"memory/2026-11-0{day}.md", "\n\n".join(lines[day * 20 - 20 : day * 20]) + "\n")
+    write(workspace, "bob", "MEMORY.md", "- bob's private note word5\n")
+    manager = make_manager(chunk_max_chars=64)
+    manager.sync()
+    assert manager.vectors is not None and manager._vector_cache is not None
+    scopes = ["alice", KNOWLEDGE_SCOPE]
+    for query in ("word5 word17", "note 33", "word90"):
+        vector = manager._query_vector(query)
+        from_ram = manager._vector_cache.search(vector, scopes, 20, manager.storage.generations(scopes))
+        from_lance = manager.vectors.search(vector, scopes, 20, exact=True)
+        # the same similarities in the same order; ids may swap only among equal scores
+        assert [s for _, s in from_ram] == pytest.approx([s for _, s in from_lance], abs=1e-5)
+        lance_scores = dict(from_lance)
+        cutoff = from_lance[-1][1] + 1e-5  # below it, equal scores may be cut either way
+        above = [cid for cid, score in from_ram if score > cutoff]
+        assert len(above) >= 5
+        assert all(abs(dict(from_ram)[cid] - lance_scores[cid]) < 1e-5 for cid in above)
+        assert all(cid.startswith("alice") or "bob" not in cid for cid, _ in from_ram)
+
+
+def test_a_sync_by_another_process_is_seen_by_the_next_search(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    bot = make_manager()
+    assert [r.text for r in bot.search("green tea", "alice")] == ["- likes green tea"]
+    cli = make_manager()  # its own SQLite connection and LanceDB handle, as `membridge memory sync` has
+    write(workspace, "alice", "memory/2026-12-01.md", "- the launch code is 7781 for the rocket\n")
+    cli.sync("alice")
+    [hit] = [r for r in bot.search("launch code rocket", "alice", auto_sync=False) if r.path.startswith("memory/")]
+    assert hit.vector_score is not None and hit.vector_score > 0.3
+
+
+def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    manager = make_manager()
+    manager.search("tea", "alice")
+    loads: list[str] = []
+    original = manager._load_scope_vectors
+    manager._load_scope_vectors = lambda scope: loads.append(scope) or original(scope)  # type: ignore[method-assign]
+    manager._vector_cache._load = manager._load_scope_vectors  # type: ignore[union-attr]
+    path = write(workspace, "alice", "MEMORY.md", "- likes black coffee\n")
+    manager.sync("alice")
+    [hit] = manager.search("black coffee", "alice", auto_sync=False)
+    expected = float(np.dot(manager._query_vector("black coffee"), HashEmbedding().embed([hit.text])[0]))
+    assert hit.vector_score == pytest.approx(max(0.0, expected), abs=1e-5)
+    assert loads == []
+    path.unlink()
+    manager.sync("alice")
+    assert manager.search("black coffee", "alice", auto_sync=False, min_score=0) == []
+    assert loads == []
+
+
+def test_vector_cache_off_uses_lancedb(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    manager = make_manager(vector_cache_mb=0)
+    assert manager._vector_cache is None
+    [hit] = manager.search("green tea", "alice")
+    assert hit.vector_score is not None and hit.vector_score > 0.5
