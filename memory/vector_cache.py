@@ -35,7 +35,7 @@ class _Snapshot:
 
     matrix: np.ndarray
     ids: list[str]
-    alive: np.ndarray
+    alive: np.ndarray | None  # None: every row is live
 
 
 class ScopeBlock:
@@ -90,7 +90,8 @@ class ScopeBlock:
     def snapshot(self) -> _Snapshot:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
         used = len(self._ids)
-        return _Snapshot(self._matrix[:used], self._ids, self._alive[:used].copy())
+        alive = None if len(self._row) == used else self._alive[:used].copy()
+        return _Snapshot(self._matrix[:used], self._ids, alive)
 
     def _grow(self) -> None:
         bigger = np.zeros((self._matrix.shape[0] * 2, self.dim), dtype=np.float32)
@@ -105,16 +106,15 @@ class ScopeBlock:
 
 
 def _top(snapshot: _Snapshot, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-    if not snapshot.ids or limit < 1:
-        return []
     scores = snapshot.matrix @ query
-    scores[~snapshot.alive] = -np.inf
-    live = int(snapshot.alive.sum())
+    if snapshot.alive is not None:
+        scores[~snapshot.alive] = -np.inf
+    live = scores.shape[0] if snapshot.alive is None else int(snapshot.alive.sum())
     take = min(limit, live)
-    if take == 0:
+    if take < 1:
         return []
     best = np.argpartition(-scores, take - 1)[:take] if take < scores.shape[0] else np.arange(scores.shape[0])
-    return [(snapshot.ids[i], float(scores[i])) for i in best if snapshot.alive[i]]
+    return [(snapshot.ids[i], float(scores[i])) for i in best if scores[i] > -np.inf]
 
 
 class VectorCache:

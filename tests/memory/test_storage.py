@@ -74,11 +74,14 @@ def test_generations_count_changes_per_scope(storage) -> None:
     assert storage.generations(["alice", "bob"]) == {"alice": 2, "bob": 1}
 
 
-def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage) -> None:
+@pytest.mark.parametrize("scan_over", [5000, 0])  # lookups, and one scan of the model's cache
+def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch, scan_over) -> None:
+    monkeypatch.setattr(storage_module, "SCAN_VECTORS_OVER", scan_over)
     rows = storage.db.query("SELECT id, text_hash FROM chunks WHERE scope = 'alice' ORDER BY rowid")
     vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}
     with storage.db.transaction() as conn:
         storage.store_vectors(conn, "m1", vectors)
+        storage.store_vectors(conn, "m2", {h: np.zeros(4, dtype=np.float32) for h in vectors})  # another model
         storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
         storage.bump_generations(conn, ["alice"])
     generation, chunk_ids, matrix = storage.scope_vectors("alice", "m1")
