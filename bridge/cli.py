@@ -74,8 +74,11 @@ def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
 
 
 def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
+    """Sync, then fill the substring (trigram) index that a sync leaves to a background thread."""
     if not sys.stderr.isatty():
-        return services.memory.sync(scope)
+        report = services.memory.sync(scope)
+        services.memory.finish_indexing()
+        return report
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -84,11 +87,15 @@ def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task({"scan": "scanning", "embed": "embedding", "write": "writing"}[stage],
-                                            total=total)
+                tasks[stage] = bar.add_task(_STAGES[stage], total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        return services.memory.sync(scope, progress=progress)
+        report = services.memory.sync(scope, progress=progress)
+        services.memory.finish_indexing(progress)
+        return report
+
+
+_STAGES = {"scan": "scanning", "embed": "embedding", "write": "writing", "trigram": "substring index"}
 
 
 def cmd_memory_search(services: Services, args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ from .vectors import VectorBackend, VectorRow
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``: stages are ``scan``, ``embed`` and ``write``."""
+"""``progress(stage, done, total)``: stages are ``scan``, ``embed``, ``write`` and ``trigram``."""
 
 _DISK_CHECK_INTERVAL_S = 2.0
 _KNOWLEDGE_SKIP = {"log.md", "index.md"}  # the change log and the generated table of contents
@@ -156,6 +156,9 @@ class MemoryManager:
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
         self._scope_rows: dict[tuple[str, ...], int] = {}
+        self._filler: threading.Thread | None = None
+        self._filler_lock = threading.Lock()
+        self._closing = threading.Event()
 
     # ================================================================== files
     def scope_files(self, scope: str) -> Iterator[_DiskFile]:
@@ -230,8 +233,51 @@ class MemoryManager:
                 now = time.monotonic()
                 for name in covered:
                     self._last_disk_check[name] = now
+        if report.ok and self.storage.trigram_queue():
+            self._start_trigram_fill()
         report.seconds = time.perf_counter() - started
         return report
+
+    def finish_indexing(self, progress: ProgressCallback | None = None) -> int:
+        """Add every chunk still queued for the trigram index now; returns how many.
+
+        A sync leaves that to a background thread (see :meth:`IndexStorage.fill_trigram`); a
+        command that exits right after a sync calls this so that the index it leaves is whole.
+        """
+        total, done = self.storage.trigram_queue(), 0
+        while not self._closing.is_set():
+            with self.lock:
+                added = self.storage.fill_trigram()
+            if not added:
+                break
+            done += added
+            if progress:
+                progress("trigram", done, max(total, done))
+        return done
+
+    def _start_trigram_fill(self) -> None:
+        with self._filler_lock:
+            if self._filler is not None or self._closing.is_set():
+                return
+            self._filler = threading.Thread(target=self._fill_trigram_loop, name="membridge-trigram", daemon=True)
+            self._filler.start()
+
+    def _fill_trigram_loop(self) -> None:
+        """The background filler: one batch per lock hold, until the queue is empty or we close."""
+        try:
+            while not self._closing.is_set():
+                with self.lock:
+                    added = self.storage.fill_trigram()
+                if added:
+                    continue
+                with self._filler_lock:  # re-checked under the lock: a sync may have queued more
+                    if self.storage.trigram_queue() == 0:
+                        self._filler = None
+                        return
+        except Exception as exc:  # noqa: BLE001 - the queue stays; searches scan it meanwhile
+            log.warning("filling the trigram index failed; the next sync retries: %s", exc)
+        with self._filler_lock:
+            self._filler = None
 
     def _plan(self, disk: list[_DiskFile], covered: list[str], everything: bool, progress: ProgressCallback | None) -> _Plan:
         """Pass 1: hash what changed on disk and chunk it. No API call, no write."""
@@ -592,4 +638,10 @@ class MemoryManager:
         return target
 
     def close(self) -> None:
+        """Stop the background trigram filler (its queue stays in the database), then close."""
+        self._closing.set()
+        with self._filler_lock:
+            filler = self._filler
+        if filler is not None:
+            filler.join(timeout=30)
         self.db.close()

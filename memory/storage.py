@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL, text_hash TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tri_pending (rowid INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS vector_generations (
     scope TEXT PRIMARY KEY, generation INTEGER NOT NULL
 ) WITHOUT ROWID;
@@ -108,6 +109,11 @@ UNSCOPED_SHARE = 0.5
 SCOPE_COUNTS_TTL_S = 30.0
 #: A scope with more vectors than this is loaded by scanning the embedding cache, not by lookups.
 SCAN_VECTORS_OVER = 5000
+#: Chunks added to the trigram index per transaction by :meth:`IndexStorage.fill_trigram` (~0.1 s).
+TRIGRAM_BATCH = 1000
+#: FTS5's in-memory term buffer before it writes a segment (default 1 MiB): bulk writes of 10k
+#: chunks are ~20% faster with 32 MiB (fewer, larger segments to merge); small writes never fill it.
+FTS_HASHSIZE = 32 * 2**20
 
 
 def scope_tag(scope: str) -> str:
@@ -163,6 +169,7 @@ class IndexStorage:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
+        self._configure_fts()
         self._df_cache: dict[str, int] = {}
         self._df_total = 0
         self._df_lock = threading.Lock()
@@ -170,6 +177,16 @@ class IndexStorage:
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
+
+    def _configure_fts(self) -> None:
+        for table in ("chunks_fts", "chunks_tri"):
+            try:
+                with self.db.lock:
+                    row = self.db.conn.execute(f"SELECT v FROM {table}_config WHERE k = 'hashsize'").fetchone()
+                    if row is None or int(row[0]) != FTS_HASHSIZE:
+                        self.db.conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
+            except sqlite3.DatabaseError as exc:  # an SQLite without the option: only slower
+                log.debug("FTS5 hashsize not set on %s: %s", table, exc)
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
@@ -276,21 +293,58 @@ class IndexStorage:
         self._fts_deletes.append((rowid, tag, text))
 
     def _flush_fts(self, conn: sqlite3.Connection) -> None:
-        """Deletes first (with the old text, as FTS5 requires), then inserts, each in bulk."""
+        """Deletes first (with the old text, as FTS5 requires), then inserts, each in bulk.
+
+        The word index is written here; trigram entries are only queued (``tri_pending``, in the
+        same transaction) and added by :meth:`fill_trigram`, because filling the trigram index is
+        more than half of a full sync. A queued chunk has no trigram entry yet, so deleting it
+        only takes it off the queue.
+        """
         deletes, inserts = self._fts_deletes or [], self._fts_inserts or []
         conn.executemany(
             "INSERT INTO chunks_fts (chunks_fts, rowid, scope_tag, seg) VALUES ('delete', ?, ?, ?)",
             ((rowid, tag, segment(text)) for rowid, tag, text in deletes),
         )
+        queued = self._queued_among(conn, [rowid for rowid, _tag, _text in deletes])
+        conn.executemany("DELETE FROM tri_pending WHERE rowid = ?", ((rowid,) for rowid in queued))
         conn.executemany(
             "INSERT INTO chunks_tri (chunks_tri, rowid, text) VALUES ('delete', ?, ?)",
-            ((rowid, text) for rowid, _tag, text in deletes),
+            ((rowid, text) for rowid, _tag, text in deletes if rowid not in queued),
         )
         conn.executemany(
             "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
             ((rowid, tag, segment(text)) for rowid, tag, text in inserts),
         )
-        conn.executemany("INSERT INTO chunks_tri (rowid, text) VALUES (?, ?)", ((r, t) for r, _g, t in inserts))
+        conn.executemany("INSERT OR IGNORE INTO tri_pending (rowid) VALUES (?)", ((r,) for r, _g, _t in inserts))
+
+    @staticmethod
+    def _queued_among(conn: sqlite3.Connection, rowids: Sequence[int]) -> set[int]:
+        found: set[int] = set()
+        for start in range(0, len(rowids), 500):
+            batch = rowids[start : start + 500]
+            found.update(r[0] for r in conn.execute(
+                f"SELECT rowid FROM tri_pending WHERE rowid IN ({','.join('?' * len(batch))})", batch))
+        return found
+
+    def fill_trigram(self, batch: int = TRIGRAM_BATCH) -> int:
+        """Add up to ``batch`` queued chunks to the trigram index; returns how many were added.
+
+        Each call is one short transaction, so searches and syncs of other threads and
+        processes wait at most one batch. A crash loses nothing: the queue is in the database.
+        """
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT p.rowid, c.text FROM tri_pending p JOIN chunks c ON c.rowid = p.rowid"
+                " ORDER BY p.rowid LIMIT ?", (batch,)).fetchall()
+            conn.executemany("INSERT INTO chunks_tri (rowid, text) VALUES (?, ?)", rows)
+            conn.executemany("DELETE FROM tri_pending WHERE rowid = ?", ((r[0],) for r in rows))
+            if not rows:  # only entries whose chunk is gone could be left: clear them
+                conn.execute("DELETE FROM tri_pending WHERE rowid NOT IN (SELECT rowid FROM chunks)")
+        return len(rows)
+
+    def trigram_queue(self) -> int:
+        """How many chunks wait for the trigram index."""
+        return int(self.db.query("SELECT count(*) FROM tri_pending")[0][0])
 
     # ------------------------------------------------------------ chunk reads
     def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
@@ -347,7 +401,7 @@ class IndexStorage:
             if hits:
                 return hits
         if built.trigram:
-            hits = self._search_trigram(built.trigram, scopes, limit)
+            hits = self._search_trigram(built, scopes, limit)
             if hits:
                 return hits
         # Every CJK character and bigram is in the word index, and trigram takes 3+ characters:
@@ -445,34 +499,53 @@ class IndexStorage:
         total = sum(counts.values())
         return sum(counts.get(scope, 0) for scope in set(scopes)) / total if total else 0.0
 
-    def _search_trigram(self, expr: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+    def _search_trigram(self, built: KeywordQuery, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+        """BM25 over the trigram index, plus a scan of the chunks still queued for it (if any).
+
+        The scan gives the same matches the index will (trigram is case-insensitive, so is
+        ``instr(lower())``), scored like the LIKE fallback, below BM25 hits.
+        """
         scope_marks = ",".join("?" * len(scopes))
         rows = self.db.query(
             f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
             f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
             " ORDER BY rank LIMIT ?",
-            (expr, *scopes, limit),
+            (built.trigram, *scopes, limit),
         )
-        return _ranked(rows)
+        hits = _ranked(rows)
+        if self.db.query("SELECT EXISTS (SELECT 1 FROM tri_pending)")[0][0]:
+            terms = [term for term in built.like_terms if len(term) >= 3]
+            seen = {hit.chunk.id for hit in hits}
+            queued = self._search_like(terms, scopes, limit, queued_only=True)
+            hits = sorted(hits + [hit for hit in queued if hit.chunk.id not in seen], key=lambda h: -h.score)[:limit]
+        return hits
 
-    def _search_like(self, terms: Sequence[str], scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+    def _search_like(
+        self, terms: Sequence[str], scopes: Sequence[str], limit: int, *, queued_only: bool = False
+    ) -> list[KeywordHit]:
         """Ranked by the share of terms found; scores stay in [0.3, 0.65] below real BM25 hits."""
         if not terms:
             return []
         scope_marks = ",".join("?" * len(scopes))
         hit_sum = " + ".join("(instr(lower(c.text), lower(?)) > 0)" for _ in terms)
         any_hit = " OR ".join("instr(lower(c.text), lower(?)) > 0" for _ in terms)
+        queued = " AND c.rowid IN (SELECT rowid FROM tri_pending)" if queued_only else ""
         rows = self.db.query(
             f"SELECT {_CHUNK_COLUMNS}, ({hit_sum}) AS matched FROM chunks c"
-            f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}) ORDER BY matched DESC, c.rowid LIMIT ?",
+            f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}){queued} ORDER BY matched DESC, c.rowid LIMIT ?",
             (*terms, *scopes, *terms, limit),
         )
         return [KeywordHit(_stored(row), 0.3 + 0.35 * row[7] / len(terms)) for row in rows]
 
     # ------------------------------------------------------------ FTS upkeep
     def check_fts(self) -> bool:
-        """True when both FTS indexes agree with themselves and the chunks table."""
+        """True when both FTS indexes agree with themselves and the chunks table.
+
+        The trigram queue is emptied first: the check compares the index with every chunk.
+        """
         try:
+            while self.fill_trigram():
+                pass
             with self.db.lock:
                 self.db.conn.execute("INSERT INTO chunks_tri (chunks_tri, rank) VALUES ('integrity-check', 1)")
                 self.db.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
@@ -487,6 +560,7 @@ class IndexStorage:
         """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database."""
         with self.db.transaction() as conn:
             conn.execute("INSERT INTO chunks_tri (chunks_tri) VALUES ('rebuild')")
+            conn.execute("DELETE FROM tri_pending")
             conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
             rows = conn.execute("SELECT rowid, scope, text FROM chunks").fetchall()
             conn.executemany(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -55,6 +56,9 @@ async def test_sync_reports_counts(config_file, tmp_path) -> None:
     code, out, _ = await membridge(config, "memory", "sync", "--json")
     report = json.loads(out)
     assert code == 0 and report["files_changed"] == 1 and report["ok"] is True
+    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:  # the command left the index whole
+        assert db.execute("SELECT count(*) FROM tri_pending").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM chunks_tri WHERE chunks_tri MATCH '\"two\"'").fetchone() == (1,)
 
 
 async def test_clear_errors_for_bad_input(config_file, tmp_path) -> None:

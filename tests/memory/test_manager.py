@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import time
 
 import pytest
 from support.files import write
 
-from memory import EmbeddingError, HashEmbedding, KNOWLEDGE_SCOPE, MemoryPathError, ScopeError
+from memory import EmbeddingError, HashEmbedding, KNOWLEDGE_SCOPE, MemoryManager, MemoryPathError, ScopeError
 
 
 def paths(results: list) -> list[tuple[str, int]]:
@@ -306,3 +307,74 @@ def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
     with pytest.raises(ScopeError):
         manager.search("kiwis", "telegram-1")
     manager.close()
+
+
+# ---------------------------------------------------------------- the trigram queue
+@pytest.fixture
+def no_background_fill(monkeypatch):
+    """Keep the trigram queue as a sync leaves it, so the queued path can be looked at."""
+    monkeypatch.setattr(MemoryManager, "_start_trigram_fill", lambda self: None)
+
+
+def test_substrings_are_found_while_queued_for_the_trigram_index(workspace, make_manager, no_background_fill) -> None:
+    write(workspace, "alice", "MEMORY.md", "- redeployment of the kiosk\n- 我们正在部署机器人系统\n")
+    manager = make_manager(embedder=None)
+    manager.sync()
+    assert manager.storage.trigram_queue() == 1
+    in_trigram_index = "SELECT count(*) FROM chunks_tri WHERE chunks_tri MATCH '\"deploym\"'"
+    assert manager.db.query(in_trigram_index)[0][0] == 0
+    assert [r.path for r in manager.search("deploym", "alice")] == ["MEMORY.md"]  # from the queue
+    assert [r.path for r in manager.search("部署机器", "alice")] == ["MEMORY.md"]  # the word index has it
+    assert manager.finish_indexing() == 1 and manager.storage.trigram_queue() == 0
+    assert manager.db.query(in_trigram_index)[0][0] == 1
+    assert [r.path for r in manager.search("deploym", "alice")] == ["MEMORY.md"]
+    assert manager.storage.check_fts()
+
+
+def test_editing_and_deleting_queued_chunks_keeps_the_indexes_exact(workspace, make_manager, no_background_fill) -> None:
+    memory_md = write(workspace, "alice", "MEMORY.md", "- the password is swordfish\n")
+    daily = write(workspace, "alice", "memory/2026-12-01.md", "- bought marmalade\n")
+    manager = make_manager(embedder=None)
+    manager.sync()
+    memory_md.write_text("- the password is albatross\n", encoding="utf-8")
+    daily.unlink()
+    manager.sync()  # both files changed while their chunks were still queued
+    assert manager.search("ordfis", "alice", min_score=0) == []
+    assert manager.search("armala", "alice", min_score=0) == []
+    assert [r.text for r in manager.search("batros", "alice")] == ["- the password is albatross"]
+    manager.finish_indexing()
+    memory_md.write_text("- the password is pelican\n", encoding="utf-8")
+    manager.sync()  # now an indexed chunk changes: its trigram entry is deleted with the old text
+    assert manager.storage.check_fts()
+    assert manager.search("batros", "alice", min_score=0) == []
+    assert [r.text for r in manager.search("elica", "alice")] == ["- the password is pelican"]
+
+
+def test_the_background_fill_empties_the_queue(workspace, make_manager) -> None:
+    for day in range(1, 21):
+        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- note {day} about the observatory\n" * 40)
+    manager = make_manager(embedder=None, chunk_max_chars=64)
+    manager.sync()
+    wait_for_empty_queue(manager)
+    assert manager.storage.check_fts()
+    assert manager.search("bservato", "alice")
+
+
+def test_a_queue_left_by_a_crash_is_filled_by_the_next_process(workspace, make_manager, monkeypatch) -> None:
+    write(workspace, "alice", "MEMORY.md", "- redeployment of the kiosk\n")
+    first = make_manager(embedder=None)
+    monkeypatch.setattr(first, "_start_trigram_fill", lambda: None)
+    first.sync()
+    first.close()  # as if killed before the fill: the queue is in the database
+    second = make_manager(embedder=None)
+    assert second.storage.trigram_queue() == 1
+    second.sync()  # nothing changed on disk, but the queue is not empty: the filler starts
+    wait_for_empty_queue(second)
+    assert second.storage.check_fts()
+
+
+def wait_for_empty_queue(manager: MemoryManager) -> None:
+    deadline = time.monotonic() + 20
+    while manager.storage.trigram_queue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert manager.storage.trigram_queue() == 0
