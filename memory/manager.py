@@ -144,7 +144,8 @@ class MemoryManager:
         if embedder is not None and vectors is None:
             from .vectors import LanceDBBackend
 
-            vectors = LanceDBBackend(workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold)
+            vectors = LanceDBBackend(workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold,
+                                     ram_bytes=settings.vector_cache_mb * 2**20)
         self.vectors = vectors if embedder is not None else None
         self._vector_cache = (
             VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)

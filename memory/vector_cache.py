@@ -94,7 +94,9 @@ class ScopeBlock:
         return _Snapshot(self._matrix[:used], self._ids, alive)
 
     def _grow(self) -> None:
-        bigger = np.zeros((self._matrix.shape[0] * 2, self.dim), dtype=np.float32)
+        """A quarter more rows: a big scope's block must not double in memory for one new note."""
+        capacity = self._matrix.shape[0]
+        bigger = np.zeros((max(capacity + _MIN_CAPACITY, capacity * 5 // 4), self.dim), dtype=np.float32)
         bigger[: self._matrix.shape[0]] = self._matrix
         alive = np.zeros(bigger.shape[0], dtype=bool)
         alive[: self._alive.shape[0]] = self._alive

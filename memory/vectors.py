@@ -70,7 +70,9 @@ def sql_quote(value: str) -> str:
 
 
 class LanceDBBackend(VectorBackend):
-    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 20000) -> None:
+    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 20000, ram_bytes: int = 0) -> None:
+        """``ram_bytes``: how many bytes of vectors the caller searches from RAM instead (see
+        :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them."""
         import lancedb
 
         directory.mkdir(parents=True, exist_ok=True)
@@ -79,6 +81,7 @@ class LanceDBBackend(VectorBackend):
         self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
         self._table = None
         self._ann_threshold = ann_threshold
+        self._ram_bytes = ram_bytes
         self._lock = threading.Lock()
         self._writes_since_optimize = 0
         self._index_builder: threading.Thread | None = None
@@ -181,10 +184,15 @@ class LanceDBBackend(VectorBackend):
                     table.create_scalar_index("scope", index_type="BITMAP")
                 except Exception as exc:  # noqa: BLE001 - the scope filter works without it
                     log.warning("could not index the scope column: %s", exc)
-            if rows >= self._ann_threshold and "IVF_PQ" not in indexes and self._index_builder is None:
+            if rows >= self._ann_rows(table) and "IVF_PQ" not in indexes and self._index_builder is None:
                 self._index_builder = threading.Thread(
                     target=self._build_index, args=(table, rows), name="lancedb-ann-index", daemon=True)
                 self._index_builder.start()
+
+    def _ann_rows(self, table) -> int:  # type: ignore[no-untyped-def]
+        """The row count past which an ANN index pays: ``ann_threshold``, or what RAM can't hold."""
+        dim = table.schema.field("vector").type.list_size
+        return max(self._ann_threshold, self._ram_bytes // (4 * dim) + 1)
 
     def _build_index(self, table, rows: int) -> None:  # type: ignore[no-untyped-def]
         """IVF_PQ over the vectors, built in a thread: a sync or a search never waits for it.

@@ -86,7 +86,7 @@ def test_blocks_grow_and_compact_without_losing_rows() -> None:
     vectors = unit_vectors(400)
     ids = [f"c{i}" for i in range(400)]
     block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
-    for start in range(0, 400, 7):  # many small appends: the capacity doubles
+    for start in range(0, 400, 7):  # many small appends: the capacity grows
         block.upsert(ids[start : start + 7], vectors[start : start + 7])
     block.remove(ids[:300])  # most rows gone: the block is compacted
     assert len(block) == 100
