@@ -14,7 +14,7 @@ import yaml
 from fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
-QUERIES = ["apple", "river 7", "部署", "猫", "note 123", "Python 教程"]
+QUERIES = ["apple", "river 7", "部署", "猫", "note 123", "Python 教程", "ountai", "ytho"]  # the last two: substrings
 
 
 def build_workspace(root: Path, files: int = 300) -> None:
@@ -62,7 +62,9 @@ async def answers(cfg: Path) -> dict[str, list]:
         }
 
     try:
-        return await asyncio.to_thread(ask)
+        found = await asyncio.to_thread(ask)
+        assert services.memory.storage.trigram_queue() == 0 and services.memory.storage.check_fts()
+        return found
     finally:
         services.close()
 
