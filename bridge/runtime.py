@@ -14,6 +14,7 @@ import contextlib
 import logging
 import re
 import signal
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -27,6 +28,7 @@ from .console import start_in_background
 log = logging.getLogger(__name__)
 
 
+WARM_SCOPES_DAYS = 7  # chats active this recently get their vectors loaded at start-up
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -146,6 +148,16 @@ class Bridge:
         for channel in self.channels.values():
             await channel.start(self.receive)
             log.info("channel %s started", channel.name)
+        self._background.append(asyncio.create_task(self._warm_memory(), name="warm-memory"))
+
+    async def _warm_memory(self) -> None:
+        """Load the vectors of the chats active in the last week, so their first search is fast."""
+        try:
+            scopes = self.services.conversations.recent_scopes(time.time() - WARM_SCOPES_DAYS * 86400)
+            loaded = await asyncio.to_thread(self.services.memory.warm, scopes)
+            log.info("memory: vectors of %d scope(s) loaded", loaded)
+        except Exception as exc:  # noqa: BLE001 - only the first searches are slower without it
+            log.warning("could not pre-load vectors: %s", exc)
 
     def request_stop(self) -> None:
         self._stopped.set()

@@ -115,6 +115,11 @@ class ConversationStore:
         return [Session(*row) for row in rows]
 
     # ------------------------------------------------------------- messages
+    def recent_scopes(self, since: float, limit: int = 20) -> list[str]:
+        """The scopes of sessions active since ``since``, most recent first (for warming caches)."""
+        sessions = sorted(self.sessions_active_since(since), key=lambda session: -session.updated_at)
+        return list(dict.fromkeys(session.scope for session in sessions))[:limit]
+
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[int]:
         """Append in order; ``seq`` continues from the session's last (safe with concurrent writers)."""
         if not messages:

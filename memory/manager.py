@@ -49,6 +49,8 @@ ProgressCallback = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stages are ``scan``, ``embed``, ``write`` and ``trigram``."""
 
 _DISK_CHECK_INTERVAL_S = 2.0
+#: Vectors written to the backend (and marked embedded) per transaction during a sync.
+VECTOR_WRITE_BATCH = 10_000
 _KNOWLEDGE_SKIP = {"log.md", "index.md"}  # the change log and the generated table of contents
 _MTIME_TRUST_S = 2.0  # a file written this close to its indexing is re-hashed (coarse file-system clocks)
 
@@ -386,21 +388,30 @@ class MemoryManager:
             self._cache_apply(scope, generation, removed=removed[scope])
         self.vectors.delete_ids(removed_ids)
         # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
-        pending = self.storage.chunks_needing_vectors(self.embedder.model_id) if vectors else []
-        rows = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, _t, h in pending if h in vectors]
-        if rows:
-            self.vectors.upsert(rows)
-            with self.db.transaction() as conn:
-                self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
-                generations = self.storage.bump_generations(conn, {row.scope for row in rows})
-            for scope, generation in generations.items():
-                mine = [row for row in rows if row.scope == scope]
-                self._cache_apply(scope, generation, ids=[row.id for row in mine],
-                                  vectors=np.vstack([row.vector for row in mine]))
-        report.vectors_written = len(rows)
-        if rows or removed_ids:
+        pending = self.storage.vector_targets(self.embedder.model_id) if vectors else []
+        ready = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, h in pending if h in vectors]
+        for start in range(0, len(ready), VECTOR_WRITE_BATCH):
+            self._write_vectors(ready[start : start + VECTOR_WRITE_BATCH])
+        report.vectors_written = len(ready)
+        if ready or removed_ids:
             self._drop_orphans()
             self.vectors.maintain()
+
+    def _write_vectors(self, rows: list[VectorRow]) -> None:
+        """One batch: the vector backend first, then the chunks marked embedded (in SQLite, the truth).
+
+        A crash between the two leaves the chunks unmarked, so the next sync writes them again
+        (an upsert by id: no duplicates). Batches bound the memory a 100k-chunk sync needs.
+        """
+        assert self.vectors is not None and self.embedder is not None
+        self.vectors.upsert(rows)
+        with self.db.transaction() as conn:
+            self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
+            generations = self.storage.bump_generations(conn, {row.scope for row in rows})
+        for scope, generation in generations.items():
+            mine = [row for row in rows if row.scope == scope]
+            self._cache_apply(scope, generation, ids=[row.id for row in mine],
+                              vectors=np.vstack([row.vector for row in mine]))
 
     def _cache_apply(self, scope: str, generation: int, **change: object) -> None:
         if self._vector_cache is not None:
@@ -497,6 +508,25 @@ class MemoryManager:
         results = [r for r in results if r.score >= min_score]
         results.sort(key=lambda r: (-r.score, r.path, r.start_line))
         return results[:limit]
+
+    def warm(self, scopes: Sequence[str]) -> int:
+        """Load the vectors of ``scopes`` and the knowledge base into RAM ahead of their first
+        search (a scope of 80k vectors takes ~1 s); returns how many scopes were loaded.
+
+        Meant for a background thread at start-up; stops early when the manager closes.
+        """
+        cache, model = self._vector_cache, self.embedder.model_id if self.embedder else None
+        dim = self.storage.vector_dim(model) if cache is not None and model else None
+        if cache is None or dim is None:
+            return 0
+        names = list(dict.fromkeys([KNOWLEDGE_SCOPE, *scopes]))
+        generations = self.storage.generations(names)
+        loaded = 0
+        for name in names:
+            if self._closing.is_set() or not cache.fits(self._vector_rows([KNOWLEDGE_SCOPE, name]), dim):
+                continue
+            loaded += cache.preload(name, generations[name])
+        return loaded
 
     def _vector_hits(self, query_vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Exact from RAM when the scopes fit the vector cache; else LanceDB (exact when few, else ANN)."""

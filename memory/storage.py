@@ -349,14 +349,20 @@ class IndexStorage:
     # ------------------------------------------------------------ chunk reads
     def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
         """(id, scope, path, text, text_hash) of chunks with no vector for ``model``."""
+        return self._needing_vectors("id, scope, path, text, text_hash", model, scope)  # type: ignore[return-value]
+
+    def vector_targets(self, model: str) -> list[tuple[str, str, str, str]]:
+        """(id, scope, path, text_hash) of chunks with no vector for ``model``: what a write needs."""
+        return self._needing_vectors("id, scope, path, text_hash", model, None)  # type: ignore[return-value]
+
+    def _needing_vectors(self, columns: str, model: str, scope: str | None) -> list[tuple[str, ...]]:
         # "< ? OR > ?" rather than "!= ?": the same rows, but it can use the vec_model index
-        sql = ("SELECT id, scope, path, text, text_hash FROM chunks"
-               " WHERE (vec_model IS NULL OR vec_model < ? OR vec_model > ?)")
+        sql = f"SELECT {columns} FROM chunks WHERE (vec_model IS NULL OR vec_model < ? OR vec_model > ?)"
         params: tuple[object, ...] = (model, model)
         if scope is not None:
             sql += " AND scope = ?"
             params += (scope,)
-        return [tuple(r) for r in self.db.query(sql, params)]  # type: ignore[misc]
+        return [tuple(r) for r in self.db.query(sql, params)]
 
     def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
         """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
@@ -580,6 +586,11 @@ class IndexStorage:
             for text_hash_value, blob in rows:
                 found[text_hash_value] = np.frombuffer(blob, dtype=np.float32)
         return found
+
+    def vector_dim(self, model: str) -> int | None:
+        """The width of ``model``'s cached vectors, None before any."""
+        rows = self.db.query("SELECT dim FROM embed_cache WHERE model = ? LIMIT 1", (model,))
+        return int(rows[0][0]) if rows else None
 
     def store_vectors(self, conn: sqlite3.Connection, model: str, vectors: dict[str, np.ndarray]) -> None:
         conn.executemany(

@@ -138,15 +138,22 @@ class VectorCache:
         """(chunk id, cosine) best first over ``scopes``, or None when they do not fit in the budget."""
         query = np.asarray(query, dtype=np.float32)
         snapshots = []
-        with self._lock:
-            for scope in scopes:
-                block = self._current(scope, generations.get(scope, 0), query.shape[0])
-                if block is None:
-                    return None
+        for scope in scopes:
+            block = self._block(scope, generations.get(scope, 0), query.shape[0])
+            if block is None:
+                return None
+            with self._lock:
                 snapshots.append(block.snapshot())
         hits = [hit for snapshot in snapshots for hit in _top(snapshot, query, limit)]
         hits.sort(key=lambda hit: -hit[1])
         return hits[:limit]
+
+    def preload(self, scope: str, generation: int) -> bool:
+        """Load ``scope``'s block now (if stale or absent), so that its first search is fast.
+
+        False when there is nothing to hold (no vectors yet) or it does not fit.
+        """
+        return self._block(scope, generation, None) is not None
 
     def vector(self, scope: str, cid: str) -> np.ndarray | None:
         """A loaded chunk's vector (for scoring keyword-only hits without a SQLite read)."""
@@ -180,26 +187,33 @@ class VectorCache:
                 block.upsert(ids, vectors)
             block.generation = generation
 
-    def clear(self) -> None:
-        with self._lock:
-            self._blocks.clear()
+    def _block(self, scope: str, generation: int, dim: int | None) -> ScopeBlock | None:
+        """The scope's current block, loaded if stale; None if it does not fit or has another width.
 
-    def _current(self, scope: str, generation: int, dim: int) -> ScopeBlock | None:
-        block = self._blocks.get(scope)
-        if block is not None and block.generation == generation and block.dim == dim:
-            self._blocks.move_to_end(scope)
-            return block
-        self._blocks.pop(scope, None)
+        The load (up to ~1 s for 80k vectors) runs outside the lock, so searches of other scopes
+        go on meanwhile; if two threads load the same scope, the newer block is kept.
+        """
+        with self._lock:
+            block = self._blocks.get(scope)
+            if block is not None and block.generation == generation and dim in (None, block.dim):
+                self._blocks.move_to_end(scope)
+                return block
         loaded_generation, ids, vectors = self._load(scope)
-        if vectors.shape[0] and vectors.shape[1] != dim:
-            return None  # vectors of another width: not this model's space
-        block = ScopeBlock(loaded_generation, ids, vectors.reshape(-1, dim), dim)
+        width = int(vectors.shape[1]) if vectors.shape[0] else dim
+        if width is None or (dim is not None and width != dim):
+            return None  # nothing to hold yet, or vectors of another width: not this model's space
+        block = ScopeBlock(loaded_generation, ids, vectors.reshape(-1, width), width)
         if block.nbytes > self.budget_bytes:
             return None
-        while self._blocks and self._used() + block.nbytes > self.budget_bytes:
-            self._blocks.popitem(last=False)
-        self._blocks[scope] = block
-        return block
+        with self._lock:
+            current = self._blocks.get(scope)
+            if current is not None and current.dim == width and current.generation >= block.generation:
+                return current
+            self._blocks.pop(scope, None)
+            while self._blocks and self._used() + block.nbytes > self.budget_bytes:
+                self._blocks.popitem(last=False)
+            self._blocks[scope] = block
+            return block
 
     def _used(self) -> int:
         return sum(block.nbytes for block in self._blocks.values())

@@ -105,9 +105,9 @@ class LanceDBBackend(VectorBackend):
         if not rows:
             return
         with self._lock:
-            table = self._open(dim=int(rows[0].vector.shape[0]))
-            data = [{"id": r.id, "scope": r.scope, "path": r.path, "vector": r.vector.astype(np.float32)} for r in rows]
-            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            dim = int(rows[0].vector.shape[0])
+            table = self._open(dim=dim)
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(_arrow(rows, dim))
             self._writes_since_optimize += 1
 
     def delete_ids(self, ids: Sequence[str]) -> None:
@@ -217,6 +217,23 @@ class LanceDBBackend(VectorBackend):
         builder = self._index_builder
         if builder is not None:
             builder.join(timeout_s)
+
+
+def _arrow(rows: Sequence[VectorRow], dim: int):  # type: ignore[no-untyped-def]
+    """The rows as one Arrow table, vectors as a single float32 buffer.
+
+    A list of dicts holding numpy arrays made LanceDB convert every float on its own: ~1.4 GiB of
+    transient memory for 100k vectors of 512 dimensions.
+    """
+    import pyarrow as pa
+
+    matrix = np.ascontiguousarray(np.vstack([row.vector for row in rows]), dtype=np.float32)
+    return pa.table({
+        "id": pa.array([row.id for row in rows], pa.string()),
+        "scope": pa.array([row.scope for row in rows], pa.string()),
+        "path": pa.array([row.path for row in rows], pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), dim),
+    })
 
 
 def _remove_stale_temp_files(directory: Path) -> None:

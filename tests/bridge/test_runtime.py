@@ -171,3 +171,23 @@ def test_build_plugins_reports_unknown_names(tmp_path) -> None:
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", plugins={"enabled": ["commands", "nope"]})
     with pytest.raises(PluginError, match="unknown plugin 'nope'"):
         build_plugins(services)
+
+
+async def test_start_loads_the_vectors_of_recently_active_chats(tmp_path, fake_llm) -> None:
+    embedding = {"provider": "openai", "base_url": fake_llm.base_url, "api_key": "test-key", "model": "emb"}
+    first = make_services(tmp_path / "ws", fake_llm.base_url, embedding=embedding)
+    first.memory.append_daily("telegram-42", "- Ann's cat is called Miso")
+    await asyncio.to_thread(first.memory.sync)  # the fake embedding server runs on this loop
+    first.conversations.ensure_session("telegram:42", "telegram-42", "telegram")
+    first.close()
+    services = make_services(tmp_path / "ws", fake_llm.base_url, embedding=embedding)  # a restart
+    bridge = Bridge(services, [RecordingChannel()], PluginRegistry([CommandsPlugin(None)]))
+    await bridge.start(timer=False)
+    try:
+        for _ in range(100):
+            if "telegram-42" in services.memory._vector_cache._blocks:
+                break
+            await asyncio.sleep(0.05)
+        assert list(services.memory._vector_cache._blocks) == ["telegram-42"]  # knowledge is empty here
+    finally:
+        await bridge.shutdown()

@@ -127,6 +127,27 @@ def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit
     assert small.search(vectors[0], ["a"], 1, gens) is None
 
 
+def test_a_slow_load_does_not_block_searches_of_other_scopes() -> None:
+    import threading
+
+    vectors = unit_vectors(4)
+    release = threading.Event()
+    loader = Loader()
+    loader.data["small"] = (1, ["s"], vectors[:1])
+    loader.data["big"] = (1, ["b"], vectors[1:2])
+    cache = VectorCache(2**20, lambda scope: (scope != "big" or release.wait(10)) and loader(scope))
+    cache.search(vectors[0], ["small"], 1, {"small": 1})
+    slow = threading.Thread(target=cache.search, args=(vectors[0], ["big"], 1, {"big": 1}))
+    slow.start()
+    try:
+        assert [cid for cid, _ in cache.search(vectors[0], ["small"], 1, {"small": 1})] == ["s"]
+        assert slow.is_alive()  # still loading
+    finally:
+        release.set()
+        slow.join(10)
+    assert [cid for cid, _ in cache.search(vectors[0], ["big"], 1, {"big": 1})] == ["b"]
+
+
 # ------------------------------------------------------------------ through the manager
 def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> None:
     lines = [f"- note {i}: {' '.join(f'word{(i * 7 + j) % 97}' for j in range(6))}" for i in range(120)]
@@ -188,3 +209,25 @@ def test_vector_cache_off_uses_lancedb(workspace, make_manager) -> None:
     assert manager._vector_cache is None
     [hit] = manager.search("green tea", "alice")
     assert hit.vector_score is not None and hit.vector_score > 0.5
+
+
+def test_warm_loads_the_active_scopes_and_knowledge_before_any_search(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    write(workspace, "bob", "MEMORY.md", "- likes black coffee\n")
+    (workspace.knowledge_dir / "drinks").mkdir(parents=True)
+    (workspace.knowledge_dir / "drinks" / "tea.md").write_text("# Tea\n\nGreen tea is unoxidised.\n")
+    make_manager().sync()
+    manager = make_manager()  # a fresh process: nothing in RAM yet
+    assert manager.warm(["alice"]) == 2
+    assert sorted(manager._vector_cache._blocks) == [KNOWLEDGE_SCOPE, "alice"]
+    loads: list[str] = []
+    original = manager._vector_cache._load
+    manager._vector_cache._load = lambda scope: loads.append(scope) or original(scope)
+    assert manager.search("green tea", "alice")[0].vector_score is not None
+    assert loads == []
+
+
+def test_warm_does_nothing_without_vectors(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    assert make_manager(embedder=None).warm(["alice"]) == 0
+    assert make_manager().warm(["alice"]) == 0  # nothing embedded yet: no width known
