@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.files import write
 
 from memory import HashEmbedding, KNOWLEDGE_SCOPE
 from memory.embedding import normalise
-from memory.vector_cache import ScopeBlock, VectorCache
+from memory.vector_cache import ScopeBlock, VectorCache, _top
 
 DIM = 16
 
@@ -231,3 +233,32 @@ def test_warm_does_nothing_without_vectors(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
     assert make_manager(embedder=None).warm(["alice"]) == 0
     assert make_manager().warm(["alice"]) == 0  # nothing embedded yet: no width known
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["upsert", "remove"]), st.lists(st.integers(0, 150), max_size=40)),
+                max_size=25))
+def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
+    """Upserts and removals in any order (growth, tombstones, compaction): the block stays exact."""
+    pool = unit_vectors(151, seed=9)
+    block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
+    truth: dict[str, np.ndarray] = {}
+    for step, (kind, numbers) in enumerate(operations):
+        ids = [f"c{n}" for n in dict.fromkeys(numbers)]
+        if kind == "upsert":
+            # a distinct vector per id and step: a re-upsert changes it, and no two rows tie
+            vectors = np.vstack([unit_vectors(1, seed=int(cid[1:]) * 1000 + step + 10) for cid in ids]
+                                or [np.zeros((0, DIM), dtype=np.float32)])
+            block.upsert(ids, vectors)
+            truth.update(zip(ids, vectors))
+        else:
+            block.remove(ids)
+            for cid in ids:
+                truth.pop(cid, None)
+    assert len(block) == len(truth)
+    query = pool[0]
+    got = sorted(_top(block.snapshot(), query, 10), key=lambda hit: -hit[1])
+    want = sorted(((cid, float(v @ query)) for cid, v in truth.items()), key=lambda hit: -hit[1])[:10]
+    assert [cid for cid, _ in got] == [cid for cid, _ in want]
+    for cid, vector in truth.items():
+        np.testing.assert_array_equal(block.vector(cid), vector)
