@@ -1,4 +1,4 @@
-"""Slack: DMs and @mentions in channels, over Socket Mode or the HTTP Events API.
+"""Slack: DMs, @mentions in channels and slash commands, over Socket Mode or the HTTP Events API.
 
 Everything Slack-specific stays here: slack-bolt verifies and acknowledges deliveries, this
 module turns the events that are meant for the bot into :class:`IncomingMessage` objects and
@@ -37,6 +37,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     async_default_handlers,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from .base import Channel, ChatType, IncomingMessage, MessageHandler, Reply, split_message
 
@@ -45,6 +46,7 @@ __all__ = ["SlackChannel", "markdown_to_mrkdwn"]
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+SLASH_COMMAND = "slash_command"  # IncomingMessage.raw["type"] of a turn that came as a slash command
 PLACEHOLDER_TEXT = "…"
 #: How many event ids / message ts are remembered to drop Slack's re-deliveries.
 _DEDUPE_MEMORY = 2000
@@ -211,9 +213,38 @@ class SlackChannel(Channel):
         async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
             self._accept(body, event, "group")
 
+        async def on_command(ack: Any, command: dict[str, Any]) -> None:
+            self._accept_command(command)  # queued before the ack's await: arrival order holds
+            await ack()
+
         app.event("message")(on_message)
         app.event("app_mention")(on_mention)
+        app.command(re.compile(r"^/"))(on_command)
         return app
+
+    def _accept_command(self, command: dict[str, Any]) -> None:
+        """A slash command (``/memory dream 2``) is a turn whose text is the whole command line.
+
+        Slack keeps every message that starts with "/" for its own slash commands, so this is
+        the only way chat commands reach the bot in Slack: the app registers them (README).
+        """
+        channel_id, user = command.get("channel_id") or "", command.get("user_id") or ""
+        trigger = command.get("trigger_id") or ""
+        if not channel_id or not user or (trigger and not self._seen_events.add(("command", trigger))):
+            return
+        direct = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
+        team = command.get("team_id") or (self._auth.team_id if self._auth else None)
+        self._schedule(IncomingMessage(
+            channel=self.name,
+            chat_id=channel_id,
+            chat_type="direct" if direct else "group",
+            user_id=user,
+            user_name=command.get("user_name") or user,
+            text=f"{command.get('command', '')} {self._clean_text(command.get('text') or '')}".strip(),
+            message_id=trigger or f"{channel_id}:{user}:{command.get('command')}:{command.get('text')}",
+            team=team,
+            raw={"type": SLASH_COMMAND, **command},
+        ))
 
     def _accept(self, body: dict[str, Any], event: dict[str, Any], chat_type: ChatType) -> None:
         """Hand a person's message on once, however often Slack delivers it."""
@@ -283,9 +314,16 @@ class SlackChannel(Channel):
     # -- output ------------------------------------------------------------------------------
 
     async def send(self, reply: Reply, to: IncomingMessage) -> None:
-        """Post the answer in the turn's thread; the first part replaces a progress placeholder."""
+        """Post the answer in the turn's thread; the first part replaces a progress placeholder.
+
+        A slash command is answered through its ``response_url``: in a DM for everyone to see,
+        in a channel only to the person who typed it. If that URL is refused (it expires after
+        30 minutes), the answer is posted in the channel instead.
+        """
         text = markdown_to_mrkdwn(reply.text) if reply.markdown else _escape(reply.text)
         parts = [part for part in split_message(text, self.max_message_chars) if part.strip()]
+        if _is_command(to) and await self._respond(parts, to):
+            return
         thread_ts = reply.thread_id or to.thread_id or _reply_thread(to.raw)
         placeholder = self._placeholders.pop(to.dedupe_key, None)
         for index, part in enumerate(parts):
@@ -294,9 +332,32 @@ class SlackChannel(Channel):
             else:
                 await self._client.chat_postMessage(channel=to.chat_id, text=part, thread_ts=thread_ts)
 
+    async def _respond(self, parts: list[str], to: IncomingMessage) -> bool:
+        url = to.raw.get("response_url") if isinstance(to.raw, dict) else None
+        if not url:
+            return False
+        webhook = AsyncWebhookClient(url, retry_handlers=_retry_handlers())
+        visibility = "in_channel" if to.chat_type == "direct" else "ephemeral"
+        for index, part in enumerate(parts):
+            try:
+                response = await webhook.send(text=part, response_type=visibility)
+            except Exception as error:  # noqa: BLE001 - the channel fallback below still answers
+                log.warning("Slack response_url failed: %s", error)
+                response = None
+            if response is None or response.status_code != 200:
+                log.warning("Slack refused the command's response_url (%s); posting in %s instead",
+                            getattr(response, "status_code", "no answer"), to.chat_id)
+                for rest in parts[index:]:
+                    await self._client.chat_postMessage(channel=to.chat_id, text=rest)
+                return True
+        return True
+
     def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
-        """With ``progress`` on, a "…" message that :meth:`send` later turns into the answer."""
-        return self._placeholder(to) if self._progress else nullcontext()
+        """With ``progress`` on, a "…" message that :meth:`send` later turns into the answer.
+
+        Not for slash commands: their answer goes to the ``response_url``, not into the channel.
+        """
+        return self._placeholder(to) if self._progress and not _is_command(to) else nullcontext()
 
     @asynccontextmanager
     async def _placeholder(self, to: IncomingMessage) -> AsyncIterator[None]:
@@ -317,6 +378,10 @@ class SlackChannel(Channel):
 def _retry_handlers() -> list[AsyncRetryHandler]:
     """slack_sdk's connection retries plus waiting out 429s as their Retry-After says."""
     return [*async_default_handlers(), AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES)]
+
+
+def _is_command(message: IncomingMessage) -> bool:
+    return isinstance(message.raw, dict) and message.raw.get("type") == SLASH_COMMAND
 
 
 def _reply_thread(event: Any) -> str | None:

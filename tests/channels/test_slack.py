@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
-from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign
+from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign, slash_command
 
 from channels.base import ChatType, IncomingMessage, Reply
 from channels.slack import SlackChannel, markdown_to_mrkdwn
@@ -339,3 +340,76 @@ async def test_without_progress_working_posts_nothing(slack: FakeSlack) -> None:
     async with _idle_channel(slack).working(_incoming(_dm("hi"))):
         pass
     assert slack.calls == []
+
+
+# -- slash commands ---------------------------------------------------------------------------------
+
+
+async def _post_command(channel: SlackChannel, fields: dict[str, str], *, secret: str = SECRET) -> tuple[int, str]:
+    """A slash command as Slack delivers it over HTTP: a signed form body."""
+    body = urllib.parse.urlencode(fields).encode()
+    headers = {**sign(body, secret), "Content-Type": "application/x-www-form-urlencoded"}
+    url = f"http://127.0.0.1:{channel.http_port}/slack/events"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        async with session.post(url, data=body, headers=headers) as response:
+            return response.status, await response.text()
+
+
+async def test_a_slash_command_in_a_dm_is_a_turn_answered_through_its_response_url(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    fields = slash_command("/memory", "dream 2", channel_id=DM, user_id=USER, response_url=slack.response_url())
+    status, body = await _post_command(http_channel, fields)
+    assert (status, body) == (200, "")  # acknowledged at once, with nothing shown yet
+    [response] = await slack.wait_responses(1)
+    [message] = recorder.messages
+    assert (message.chat_id, message.chat_type, message.user_id, message.team, message.text) == (
+        DM, "direct", USER, TEAM_ID, "/memory dream 2")
+    assert message.message_id == fields["trigger_id"]
+    assert (response["text"], response["response_type"]) == ("echo: /memory dream 2", "in_channel")
+    assert slack.posted == []
+
+
+async def test_a_slash_command_in_a_channel_answers_only_the_person_who_typed_it(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    fields = slash_command("/memory", "show", channel_id=ROOM, user_id=USER, response_url=slack.response_url())
+    assert (await _post_command(http_channel, fields))[0] == 200
+    [response] = await slack.wait_responses(1)
+    assert recorder.messages[0].chat_type == "group" and recorder.messages[0].chat_id == ROOM
+    assert response["response_type"] == "ephemeral"
+
+
+async def test_an_expired_response_url_falls_back_to_posting_in_the_channel(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    slack.expired_responses = 1
+    fields = slash_command("/help", "", channel_id=DM, user_id=USER, response_url=slack.response_url())
+    assert (await _post_command(http_channel, fields))[0] == 200
+    [posted] = await slack.wait_posted(1)
+    assert (posted["channel"], posted["text"]) == (DM, "echo: /help")
+    assert slack.responses == []
+
+
+async def test_a_badly_signed_slash_command_is_refused(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    fields = slash_command("/memory", "revert", channel_id=DM, user_id=USER, response_url=slack.response_url())
+    status, _ = await _post_command(http_channel, fields, secret="not-the-secret")
+    await asyncio.sleep(QUIET_S)
+    assert status == 401 and recorder.messages == [] and slack.responses == []
+
+
+async def test_a_slash_command_over_socket_mode(slack: FakeSlack, recorder: Recorder) -> None:
+    channel = SlackChannel(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url)
+    await _running(channel, recorder)
+    try:
+        fields = slash_command("/knowledge", "list", channel_id=DM, user_id=USER, response_url=slack.response_url())
+        envelope_id = await slack.push_socket_event(fields, kind="slash_commands")
+        [ack] = await slack.wait_acks(1)
+        [response] = await slack.wait_responses(1)
+    finally:
+        await channel.stop()
+    assert ack["envelope_id"] == envelope_id
+    assert recorder.messages[0].text == "/knowledge list"
+    assert response["text"] == "echo: /knowledge list"

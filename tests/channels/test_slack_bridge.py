@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from datetime import datetime
 from typing import Any
 
 import aiohttp
 import pytest
 from fakes.openai_server import FakeOpenAI
-from fakes.slack_server import BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign
+from fakes.slack_server import BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign, slash_command
 from support.bot import make_services
 
 from bridge.runtime import Bridge, build_plugins
@@ -55,17 +56,44 @@ async def test_dm_uses_the_senders_memory_and_answers_in_the_im(world) -> None:
     assert "Helix" in llm.requests[0]["messages"][0]["content"]
 
 
-async def test_memory_dream_as_a_dm_text_command(world) -> None:
+async def post_command(channel: SlackChannel, fields: dict[str, str]) -> int:
+    body = urllib.parse.urlencode(fields).encode()
+    headers = {**sign(body, SECRET), "Content-Type": "application/x-www-form-urlencoded"}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"http://127.0.0.1:{channel.http_port}/slack/events", data=body,
+                                headers=headers) as response:
+            return response.status
+
+
+async def test_memory_dream_as_a_slash_command_in_a_dm(world) -> None:
     slack, llm, channel, services = world
     scope = f"slack-{TEAM_ID}-U0ALICE"
     daily = services.workspace.daily_file(scope, datetime.now().strftime("%Y-%m-%d"))
     daily.parent.mkdir(parents=True)
     daily.write_text("- Alice moved to Kyoto\n")
     llm.reply("[MEMORY]\n- Alice lives in Kyoto\n[DREAM]\nA move.")
-    assert await post_event(channel, dm_event("/memory dream", "1700000200.000001")) == 200
-    [posted] = await slack.wait_posted(1)
-    assert "Alice lives in Kyoto" in posted["text"] and len(llm.requests) == 1
+    fields = slash_command("/memory", "dream", channel_id="D0ALICE", user_id="U0ALICE",
+                           response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    [response] = await slack.wait_responses(1, timeout=10)
+    assert "Alice lives in Kyoto" in response["text"] and len(llm.requests) == 1
     assert services.workspace.memory_file(scope).read_text() == "- Alice lives in Kyoto\n"
+
+
+async def test_memory_show_as_a_slash_command_in_a_channel_shows_the_channels_memory(world) -> None:
+    slack, llm, channel, services = world
+    private = services.workspace.memory_file(f"slack-{TEAM_ID}-U0ALICE")
+    private.parent.mkdir(parents=True)
+    private.write_text("- Alice's bank PIN hint: blue whale\n")
+    room = services.workspace.memory_file(f"slack-{TEAM_ID}-chat-C0ROOM")
+    room.parent.mkdir(parents=True)
+    room.write_text("- the team ships on Thursdays\n")
+    fields = slash_command("/memory", "show", channel_id="C0ROOM", user_id="U0ALICE",
+                           response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    [response] = await slack.wait_responses(1, timeout=10)
+    assert "ships on Thursdays" in response["text"] and "blue whale" not in response["text"]
+    assert response["response_type"] == "ephemeral" and llm.requests == []
 
 
 async def test_a_mention_is_answered_in_its_thread_with_the_channels_scope(world) -> None:

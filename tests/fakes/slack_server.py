@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-__all__ = ["FakeSlack", "event_callback", "sign"]
+__all__ = ["FakeSlack", "event_callback", "sign", "slash_command"]
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -64,6 +64,30 @@ def event_callback(
     }
 
 
+def slash_command(
+    command: str, text: str, *, channel_id: str, user_id: str, response_url: str, team_id: str = TEAM_ID
+) -> dict[str, str]:
+    """The form fields Slack posts (or sends as a Socket Mode payload) for a slash command."""
+    return {
+        "token": "verification-token",
+        "team_id": team_id,
+        "team_domain": "fake",
+        "channel_id": channel_id,
+        "channel_name": "directmessage" if channel_id.startswith("D") else "general",
+        "user_id": user_id,
+        "user_name": user_id.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": f"{next(_triggers)}.{uuid.uuid4().hex[:8]}",
+    }
+
+
+_triggers = itertools.count(1_000_000)
+
+
 @dataclass
 class _Failure:
     status: int
@@ -98,6 +122,8 @@ class FakeSlack:
         self.posted: list[dict[str, Any]] = []
         self.updated: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
+        self.responses: list[dict[str, Any]] = []  # what was posted to response_urls
+        self.expired_responses = 0  # answer the next N response_url posts 404 "expired_url"
         self._failures: dict[str, _Failure] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
@@ -109,6 +135,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket/{connection}", self._socket)
+        app.router.add_post("/response/{token}", self._response)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -133,6 +160,10 @@ class FakeSlack:
         """slack_sdk's ``base_url`` for this fake (with the trailing slash it expects)."""
         return f"http://127.0.0.1:{self._port}/api/"
 
+    def response_url(self) -> str:
+        """A fresh ``response_url`` for a slash command, served by this fake."""
+        return f"http://127.0.0.1:{self._port}/response/{uuid.uuid4().hex}"
+
     # -- scripting and waiting -----------------------------------------------------------------
 
     def fail_next(
@@ -152,22 +183,28 @@ class FakeSlack:
         await self._wait_for(lambda: len(self.updated) >= n, timeout, f"{n} updated messages")
         return self.updated
 
+    async def wait_responses(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` response_url posts were accepted; return them all."""
+        await self._wait_for(lambda: len(self.responses) >= n, timeout, f"{n} response_url posts")
+        return self.responses
+
     async def wait_acks(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
         """Wait until at least ``n`` Socket Mode envelopes were acknowledged; return the acks."""
         await self._wait_for(lambda: len(self.acks) >= n, timeout, f"{n} socket acks")
         return self.acks
 
     async def push_socket_event(
-        self, payload: dict[str, Any], *, retry_attempt: int = 0, timeout: float = 5
+        self, payload: dict[str, Any], *, retry_attempt: int = 0, timeout: float = 5, kind: str = "events_api"
     ) -> str:
-        """Send an ``events_api`` envelope to the connected client; return its envelope id."""
+        """Send an envelope (``events_api``, or ``slash_commands`` for a command's fields) to the
+        connected client; return its envelope id."""
         await self._wait_for(lambda: bool(self._sockets), timeout, "a Socket Mode connection")
         envelope_id = str(uuid.uuid4())
         envelope = {
             "envelope_id": envelope_id,
-            "type": "events_api",
+            "type": kind,
             "payload": payload,
-            "accepts_response_payload": False,
+            "accepts_response_payload": kind != "events_api",
             "retry_attempt": retry_attempt,
             "retry_reason": "timeout" if retry_attempt else "",
         }
@@ -248,6 +285,16 @@ class FakeSlack:
         name = user.lower()
         profile = {"display_name": name, "real_name": f"User {user}"}
         return {"user": {"id": user, "team_id": self.team_id, "name": name, "real_name": f"User {user}", "profile": profile}}
+
+    async def _response(self, request: web.Request) -> web.Response:
+        """A slash command's response_url: JSON in, a plain "ok" out (or 404 once it expired)."""
+        if self.expired_responses > 0:
+            self.expired_responses -= 1
+            return web.Response(status=404, text="expired_url")
+        body = await request.json()
+        self.responses.append({"url_token": request.match_info["token"], **body})
+        await self._notify()
+        return web.Response(text="ok")
 
     # -- Socket Mode -----------------------------------------------------------------------------
 
