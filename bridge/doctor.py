@@ -44,12 +44,15 @@ def _sqlite() -> str:
 
 def _workspace(services: Services) -> str:
     services.workspace.ensure()
-    ok = services.memory.storage.check_fts()
+    storage = services.memory.storage
+    queued = storage.trigram_queue()  # the check below fills the substring index first
+    ok = storage.check_fts()
     if not ok:
-        services.memory.storage.rebuild_fts()
+        storage.rebuild_fts()
         return f"{services.workspace.root}: keyword index was damaged and has been rebuilt"
-    chunks = services.memory.storage.count_chunks()
-    return f"{services.workspace.root}: {chunks} chunks indexed, keyword index intact"
+    chunks = storage.count_chunks()
+    filled = f"; {queued} queued for the substring index, added now" if queued else ""
+    return f"{services.workspace.root}: {chunks} chunks indexed, keyword index intact{filled}"
 
 
 def _lancedb() -> str:

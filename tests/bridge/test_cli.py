@@ -118,6 +118,22 @@ async def test_doctor_reports_each_part(config_file, fake_llm) -> None:
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
 
 
+async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path) -> None:
+    from memory import MemoryManager, MemorySettings, Workspace
+
+    memory_md = tmp_path / "ws" / "scopes" / "terminal-alice" / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True)
+    memory_md.write_text("- redeployment of the kiosk\n")
+    manager = MemoryManager(Workspace(tmp_path / "ws"), MemorySettings(), embedder=None)
+    manager._start_trigram_fill = lambda: None  # as if killed before the background fill ran
+    manager.sync()
+    manager.close()
+    code, out, _ = await membridge(config_file(), "doctor")
+    assert "ok    workspace:" in out and "1 chunks indexed, keyword index intact; 1 queued for the substring index, added now" in out
+    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:
+        assert db.execute("SELECT count(*) FROM tri_pending").fetchone() == (0,)
+
+
 async def test_knowledge_commands(config_file, tmp_path) -> None:
     config = config_file()
     code, out, err = await membridge(config, "knowledge", "add", "tech/deploy", "# Deploy\nSee [[tech/docker]].")
