@@ -405,11 +405,14 @@ class MemoryManager:
         """
         assert self.vectors is not None and self.embedder is not None
         self.vectors.upsert(rows)
+        by_scope: dict[str, list[VectorRow]] = {}
+        for row in rows:
+            by_scope.setdefault(row.scope, []).append(row)
         with self.db.transaction() as conn:
             self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
-            generations = self.storage.bump_generations(conn, {row.scope for row in rows})
+            generations = self.storage.bump_generations(conn, by_scope)
         for scope, generation in generations.items():
-            mine = [row for row in rows if row.scope == scope]
+            mine = by_scope[scope]
             self._cache_apply(scope, generation, ids=[row.id for row in mine],
                               vectors=np.vstack([row.vector for row in mine]))
 
@@ -487,12 +490,13 @@ class MemoryManager:
         query_vector = self._query_vector(query)
         vector_scores: dict[str, float] = {}
         chunks: dict[str, StoredChunk] = {}
+        from_ram = False
         if query_vector is not None and self.vectors is not None:
             try:
-                hits = self._vector_hits(query_vector, scopes, candidates)
+                hits, from_ram = self._vector_hits(query_vector, scopes, candidates)
             except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
                 log.warning("vector search failed, using keywords only: %s", exc)
-                hits, query_vector = [], None
+                hits, query_vector, from_ram = [], None, False
             chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
             vector_scores = {cid: sim for cid, sim in hits if cid in chunks}
         keyword_scores: dict[str, float] = {}
@@ -500,7 +504,7 @@ class MemoryManager:
             keyword_scores[hit.chunk.id] = hit.score
             chunks.setdefault(hit.chunk.id, hit.chunk)
         if query_vector is not None:
-            self._fill_vector_scores(query_vector, chunks, vector_scores)
+            self._fill_vector_scores(query_vector, chunks, vector_scores, from_ram=from_ram)
         results = [
             self._score(chunks[cid], vector_scores.get(cid), keyword_scores.get(cid), query_vector is not None)
             for cid in chunks
@@ -528,16 +532,19 @@ class MemoryManager:
             loaded += cache.preload(name, generations[name])
         return loaded
 
-    def _vector_hits(self, query_vector: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """Exact from RAM when the scopes fit the vector cache; else LanceDB (exact when few, else ANN)."""
+    def _vector_hits(
+        self, query_vector: np.ndarray, scopes: Sequence[str], limit: int
+    ) -> tuple[list[tuple[str, float]], bool]:
+        """(hits, whether from RAM): exact from RAM when the scopes fit the vector cache; else
+        LanceDB (an exact scan when they are few, else its ANN index)."""
         assert self.vectors is not None
         rows = self._vector_rows(scopes)
         cache = self._vector_cache
         if cache is not None and cache.fits(rows, int(query_vector.shape[0])):
             hits = cache.search(query_vector, scopes, limit, self.storage.generations(scopes))
             if hits is not None:
-                return hits
-        return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold)
+                return hits, True
+        return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold), False
 
     def _vector_rows(self, scopes: Sequence[str]) -> int:
         """How many chunks the scopes hold (cached until the next write): few means an exact scan."""
@@ -562,16 +569,18 @@ class MemoryManager:
         self._query_cache.put(self.embedder.model_id, query, vector)
         return vector
 
-    def _fill_vector_scores(self, query_vector: np.ndarray, chunks: dict[str, StoredChunk], scores: dict[str, float]) -> None:
-        """Keyword-only candidates get their true similarity from the embedding cache."""
+    def _fill_vector_scores(
+        self, query_vector: np.ndarray, chunks: dict[str, StoredChunk], scores: dict[str, float], *, from_ram: bool
+    ) -> None:
+        """Keyword-only candidates get their true similarity: from the blocks this search just
+        validated (``from_ram``), else from the embedding cache."""
         assert self.embedder is not None
-        missing = [cid for cid in chunks if cid not in scores]
-        if self._vector_cache is not None:
-            for cid in list(missing):
+        if from_ram and self._vector_cache is not None:
+            for cid in chunks.keys() - scores.keys():
                 vector = self._vector_cache.vector(chunks[cid].scope, cid)
                 if vector is not None and vector.shape == query_vector.shape:
                     scores[cid] = float(np.dot(query_vector, vector))
-                    missing.remove(cid)
+        missing = [cid for cid in chunks if cid not in scores]
         if not missing:
             return
         by_hash: dict[str, list[str]] = {}

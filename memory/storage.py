@@ -172,7 +172,7 @@ class IndexStorage:
         self._configure_fts()
         self._df_cache: dict[str, int] = {}
         self._df_total = 0
-        self._df_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
         self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
@@ -215,7 +215,7 @@ class IndexStorage:
                 self._flush_fts(conn)
             finally:
                 self._fts_deletes, self._fts_inserts = None, None
-                with self._df_lock:
+                with self._stats_lock:
                     self._scope_counts = (float("-inf"), {})
 
     def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> list[str]:
@@ -439,18 +439,18 @@ class IndexStorage:
         of 100k chunks), so the same common words must not be counted on every search. A
         frequency a little stale is fine for deciding what is common.
         """
-        with self._df_lock:
+        with self._stats_lock:
             if abs(total - self._df_total) > 0.1 * max(self._df_total, 1):
                 self._df_cache.clear()
                 self._df_total = total
             missing = [t for t in dict.fromkeys(tokens) if t not in self._df_cache]
         for token in missing:
             rows = self.db.query("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (token,))
-            with self._df_lock:
+            with self._stats_lock:
                 if len(self._df_cache) > 50_000:
                     self._df_cache.clear()
                 self._df_cache[token] = int(rows[0][0]) if rows else 0
-        with self._df_lock:
+        with self._stats_lock:
             return {token: self._df_cache.get(token, 0) for token in tokens}
 
     def _search_words(self, expr: str, scopes: Sequence[str], limit: int, *, newest_first: bool = False) -> list[KeywordHit]:
@@ -495,12 +495,12 @@ class IndexStorage:
 
         Only a planning hint (see :meth:`_search_words`): the answer is exact either way.
         """
-        with self._df_lock:
+        with self._stats_lock:
             stamp, counts = self._scope_counts
         if time.monotonic() - stamp > SCOPE_COUNTS_TTL_S:
             rows = self.db.query("SELECT scope, count(*) FROM chunks GROUP BY scope")
             counts = {row[0]: int(row[1]) for row in rows}
-            with self._df_lock:
+            with self._stats_lock:
                 self._scope_counts = (time.monotonic(), counts)
         total = sum(counts.values())
         return sum(counts.get(scope, 0) for scope in set(scopes)) / total if total else 0.0
