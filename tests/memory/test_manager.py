@@ -147,6 +147,26 @@ def test_failed_sync_writes_nothing_and_the_next_succeeds(workspace, make_manage
     assert paths(manager.search("zebras", "alice")) == [("memory/2026-12-01.md", 1)]
 
 
+def test_a_sync_that_fails_half_way_keeps_what_was_embedded_for_the_retry(workspace, make_manager) -> None:
+    class FailsOnThirdCall(HashEmbedding):
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            if self.calls == 2 and self.fail_with is None:
+                self.fail_with = EmbeddingError("HTTP 503 on the third batch")
+            return super().embed(texts)
+
+    for day in range(1, 31):
+        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- day {day}: " + " ".join(
+            f"word{day}x{i}" for i in range(12)) + "\n")
+    embedder = FailsOnThirdCall(batch_size=10)
+    manager = make_manager(embedder=embedder)
+    report = manager.sync()
+    assert not report.ok and report.embed_calls == 2 and manager.storage.count_chunks() == 0  # the index: untouched
+    embedder.fail_with = None
+    report = manager.sync()
+    assert report.ok and report.cache_hits == 20 and report.embed_calls == 1  # only the last 10 texts
+    assert report.vectors_written == 30
+
+
 def test_batched_embedding_calls_and_no_calls_on_resync(workspace, make_manager) -> None:
     embedder = HashEmbedding(batch_size=16)
     manager = make_manager(embedder=embedder)
