@@ -8,6 +8,7 @@ workspace holds this lock. It is re-entrant within a thread.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -41,6 +42,22 @@ class WorkspaceLock:
         except BaseException:
             self._thread_lock.release()
             raise
+
+    def try_acquire(self, timeout_s: float) -> bool:
+        """Acquire within ``timeout_s`` or give up: False (nothing held) when another thread or
+        process keeps it longer, for callers that can do without (a search's auto-sync)."""
+        deadline = time.monotonic() + timeout_s
+        if not self._thread_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            self._file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        except Timeout:
+            self._thread_lock.release()
+            return False
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        return True
 
     def release(self) -> None:
         self._file_lock.release()

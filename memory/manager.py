@@ -52,6 +52,7 @@ ProgressCallback = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stages are ``scan``, ``embed``, ``write`` and ``trigram``."""
 
 _DISK_CHECK_INTERVAL_S = 2.0
+_AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it skips its sync
 #: Vectors written to the backend (and marked embedded) per transaction during a sync.
 VECTOR_WRITE_BATCH = 10_000
 _KNOWLEDGE_SKIP = {"log.md", "index.md"}  # the change log and the generated table of contents
@@ -222,27 +223,52 @@ class MemoryManager:
         """Bring the index in step with the files of ``scope`` (every scope when None) and knowledge.
 
         ``scope=KNOWLEDGE_SCOPE`` syncs the knowledge base alone (what a knowledge edit needs).
+        When more than one embedding call's worth of texts is new, they are embedded first without
+        holding the workspace lock (the local model needs minutes for a large workspace, and the
+        bot's writes must not wait that long); then, under the lock, the files are scanned again
+        and written, the embedding cache answering all that was embedded meanwhile.
         """
         if scope is not None and scope != KNOWLEDGE_SCOPE:
             validate_scope(scope)
         started = time.perf_counter()
         report = SyncReport()
         with self.lock:
-            disk, covered = self._disk_files(scope)
-            report.files_scanned = len(disk)
-            plan = self._plan(disk, covered, scope is None, progress)
-            vectors = self._embed_pass(plan, report, progress)
-            if report.error is None:
-                self._write_pass(plan, vectors, report, progress)
-                with self._dirty_lock:
-                    self._dirty.difference_update(covered if scope is not None else self._dirty.copy())
-                now = time.monotonic()
-                for name in covered:
-                    self._last_disk_check[name] = now
+            plan, covered = self._scan(scope, report, progress)
+            needed = self._texts_needing_vectors(plan)
+            ahead = self._uncached(needed)
+            if len(ahead) <= (self.embedder.max_batch if self.embedder else 0):
+                self._index(plan, covered, scope, report, progress)
+                ahead = {}
+        if ahead:
+            self._embed(ahead, report, progress)
+            if report.ok:
+                with self.lock:
+                    plan, covered = self._scan(scope, report, None)
+                    self._index(plan, covered, scope, report, progress)
+                report.cache_hits = len(needed) - len(ahead)  # not the texts this sync embedded
         if report.ok and self.storage.trigram_queue():
             self._start_trigram_fill()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _scan(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> tuple[_Plan, list[str]]:
+        disk, covered = self._disk_files(scope)
+        report.files_scanned = len(disk)
+        return self._plan(disk, covered, scope is None, progress), covered
+
+    def _index(
+        self, plan: _Plan, covered: list[str], scope: str | None, report: SyncReport, progress: ProgressCallback | None
+    ) -> None:
+        """Passes 2 and 3 under the lock: vectors for the plan, then the writes."""
+        vectors = self._embed_pass(plan, report, progress)
+        if report.error is not None:
+            return
+        self._write_pass(plan, vectors, report, progress)
+        with self._dirty_lock:
+            self._dirty.difference_update(covered if scope is not None else self._dirty.copy())
+        now = time.monotonic()
+        for name in covered:
+            self._last_disk_check[name] = now
 
     def finish_indexing(self, progress: ProgressCallback | None = None) -> int:
         """Add every chunk still queued for the trigram index now; returns how many.
@@ -320,42 +346,63 @@ class MemoryManager:
         """Pass 2: a vector for every text lacking one for this model, by text hash.
 
         The embedding cache answers texts embedded before; the rest go out in batches of the
-        provider's limit, and each batch is saved to the cache as it arrives. The cache is not the
-        index: a sync that fails or is killed half-way writes nothing to the index, yet the next
-        one only embeds what was not embedded yet (with the local model a 100k-chunk workspace is
-        ~15 minutes of work).
+        provider's limit (see :meth:`_embed`).
         """
+        texts = self._texts_needing_vectors(plan)
+        if not texts or self.embedder is None:
+            return {}
+        vectors = self.storage.cached_vectors(self.embedder.model_id, list(texts))
+        report.cache_hits = len(vectors)
+        embedded = self._embed({h: text for h, text in texts.items() if h not in vectors}, report, progress)
+        return {} if embedded is None else {**vectors, **embedded}
+
+    def _texts_needing_vectors(self, plan: _Plan) -> dict[str, str]:
+        """Text by hash of every chunk the plan writes, and of unchanged chunks still without a vector."""
         if self.embedder is None:
             return {}
-        model = self.embedder.model_id
         texts: dict[str, str] = {}
         for _record, chunks in plan.changed:
             for chunk in chunks:
                 texts.setdefault(chunk.text_hash, chunk.text)
         changed_paths = {(r.scope, r.path) for r, _ in plan.changed} | set(plan.removed)
-        for _cid, scope, path, text, hash_ in self.storage.chunks_needing_vectors(model):
+        for _cid, scope, path, text, hash_ in self.storage.chunks_needing_vectors(self.embedder.model_id):
             if (scope, path) not in changed_paths:
                 texts.setdefault(hash_, text)
-        if not texts:
+        return texts
+
+    def _uncached(self, texts: dict[str, str]) -> dict[str, str]:
+        """The texts the embedding cache has no vector for (for the current model)."""
+        if not texts or self.embedder is None:
             return {}
-        vectors = self.storage.cached_vectors(model, list(texts))
-        report.cache_hits = len(vectors)
-        missing = [h for h in texts if h not in vectors]
-        batch = self.embedder.max_batch
+        cached = self.storage.cached_hashes(self.embedder.model_id, list(texts))
+        return {h: text for h, text in texts.items() if h not in cached}
+
+    def _embed(self, texts: dict[str, str], report: SyncReport, progress: ProgressCallback | None) -> dict[str, np.ndarray] | None:
+        """Embed ``texts`` (by hash) in batches, each saved to the embedding cache as it arrives.
+
+        The cache is not the index: a sync that fails or is killed half-way writes nothing to the
+        index, yet the next one only embeds what was not embedded yet. None (and
+        ``report.error``) when the provider fails.
+        """
+        assert self.embedder is not None or not texts
+        vectors: dict[str, np.ndarray] = {}
+        hashes = list(texts)
+        batch = self.embedder.max_batch if self.embedder else 1
         try:
-            for start in range(0, len(missing), batch):
-                hashes = missing[start : start + batch]
-                embedded = dict(zip(hashes, self.embedder.embed([texts[h] for h in hashes])))
+            for start in range(0, len(hashes), batch):
+                assert self.embedder is not None
+                part = hashes[start : start + batch]
+                embedded = dict(zip(part, self.embedder.embed([texts[h] for h in part])))
                 report.embed_calls += 1
-                with self.db.transaction() as conn:
-                    self.storage.store_vectors(conn, model, embedded)
+                with self.lock, self.db.transaction() as conn:
+                    self.storage.store_vectors(conn, self.embedder.model_id, embedded)
                 vectors.update(embedded)
                 if progress:
-                    progress("embed", min(start + batch, len(missing)), len(missing))
+                    progress("embed", min(start + batch, len(hashes)), len(hashes))
         except EmbeddingError as exc:
             report.error = f"embedding failed, nothing was written; the next sync retries: {exc}"
             log.warning(report.error)
-            return {}
+            return None
         return vectors
 
     def _write_pass(
@@ -450,7 +497,16 @@ class MemoryManager:
         if not dirty and not self._disk_changed(scope):
             self._last_disk_check[scope] = time.monotonic()
             return
-        report = self.sync(scope)
+        # A search never queues behind a long sync (another shell's `membridge memory sync`, or
+        # a big knowledge import being embedded): it answers from the index as it is, and a
+        # later search syncs. The scope stays dirty, so nothing is forgotten.
+        if not self.lock.try_acquire(_AUTO_SYNC_WAIT_S):
+            log.info("a sync is running elsewhere; searching %s on the index as it is", scope)
+            return
+        try:
+            report = self.sync(scope)
+        finally:
+            self.lock.release()
         if not report.ok:
             log.warning("search proceeds on the old index: %s", report.error)
 

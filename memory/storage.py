@@ -587,6 +587,16 @@ class IndexStorage:
                 found[text_hash_value] = np.frombuffer(blob, dtype=np.float32)
         return found
 
+    def cached_hashes(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` have a cached vector for ``model`` (without reading the vectors)."""
+        found: set[str] = set()
+        for start in range(0, len(hashes), 500):
+            batch = hashes[start : start + 500]
+            found.update(r[0] for r in self.db.query(
+                f"SELECT text_hash FROM embed_cache WHERE model = ? AND text_hash IN ({','.join('?' * len(batch))})",
+                (model, *batch)))
+        return found
+
     def vector_dim(self, model: str) -> int | None:
         """The width of ``model``'s cached vectors, None before any."""
         rows = self.db.query("SELECT dim FROM embed_cache WHERE model = ? LIMIT 1", (model,))

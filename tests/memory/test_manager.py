@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 import os
 import sqlite3
 import time
@@ -398,3 +399,49 @@ def wait_for_empty_queue(manager: MemoryManager) -> None:
     while manager.storage.trigram_queue() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert manager.storage.trigram_queue() == 0
+
+
+def test_a_search_does_not_wait_for_a_long_sync_elsewhere(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
+    bot = make_manager(embedder=None)
+    bot.sync()
+    other_shell = make_manager(embedder=None)  # its own file lock, as another process has
+    other_shell.lock.acquire()
+    try:
+        write(workspace, "alice", "memory/2026-12-01.md", "- booked a climbing course\n")
+        bot._last_disk_check.clear()
+        started = time.monotonic()
+        assert bot.search("climbing", "alice") == []  # the index as it is, without the new file
+        assert 1.5 < time.monotonic() - started < 5
+    finally:
+        other_shell.lock.release()
+    bot._last_disk_check.clear()
+    assert paths(bot.search("climbing", "alice")) == [("memory/2026-12-01.md", 1)]
+
+
+def test_a_long_embedding_does_not_hold_the_workspace_lock(workspace, make_manager) -> None:
+    import threading
+
+    class Slow(HashEmbedding):
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            time.sleep(0.3)
+            return super().embed(texts)
+
+    for day in range(1, 26):
+        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- day {day} notes about topic{day}\n")
+    embedder = Slow(batch_size=5)
+    syncing = make_manager(embedder=embedder)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(syncing.sync()))
+    worker.start()
+    time.sleep(0.4)  # the sync is embedding its 5 batches (1.5 s)
+    bot = make_manager(embedder=None)  # another process's write
+    started = time.monotonic()
+    bot.append_daily("alice", "- a note written meanwhile", when=datetime(2026, 11, 30, 12, 0))
+    waited = time.monotonic() - started
+    worker.join(10)
+    [report] = result
+    assert waited < 0.5 and report.ok and report.cache_hits == 0
+    # the rescan under the lock found the file written meanwhile: one more call, 26 vectors
+    assert (report.embed_calls, report.files_changed, report.vectors_written) == (6, 26, 26)
+    assert "written meanwhile" in " ".join(r.text for r in syncing.search("written meanwhile", "alice"))
