@@ -126,6 +126,21 @@ def _unchanged(record: FileRecord | None, item: _DiskFile) -> bool:
     )
 
 
+def _relevant(result: SearchResult, min_score: float) -> bool:
+    """Whether a candidate is worth returning: ``min_score`` weeds out weak vector neighbours.
+
+    A keyword match always is: it holds the query's words, and the 0.3 floor of its score exists
+    so that every match passes (seed §3) — which a weak cosine, as a two-character query gets
+    against a long chunk, must not undo in the 0.7/0.3 fusion. The threshold applies before the
+    date decay: decay ranks old daily notes lower, it does not make a good match vanish after a
+    few half-lives.
+    """
+    if result.keyword_score is not None:
+        return True
+    relevance = result.score / result.decay if result.decay > 0 else result.score
+    return relevance >= min_score
+
+
 class MemoryManager:
     """Sync and search for one workspace. Thread-safe; every write holds the workspace lock."""
 
@@ -568,7 +583,7 @@ class MemoryManager:
             self._score(chunks[cid], vector_scores.get(cid), keyword_scores.get(cid), query_vector is not None)
             for cid in chunks
         ]
-        results = [r for r in results if r.score >= min_score]
+        results = [r for r in results if _relevant(r, min_score)]
         results.sort(key=lambda r: (-r.score, r.path, r.start_line))
         return results[:limit]
 

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import time
 
+import numpy as np
 import pytest
 from support.files import write
 
@@ -102,6 +103,50 @@ def test_decay_orders_equal_hits_by_date_and_spares_memory_md(workspace, make_ma
     assert hits[1].decay == pytest.approx(math.exp(-math.log(2) / 30 * 1), rel=1e-5)
     assert hits[2].decay == pytest.approx(math.exp(-math.log(2) / 30 * 31), rel=1e-5)
     assert hits[2].score == pytest.approx(hits[0].score * hits[2].decay, rel=1e-4)
+
+
+class QueryMissesEverything(HashEmbedding):
+    """Queries and chunks land in orthogonal directions: every cosine is 0, as a short query's
+    can be against a long chunk with a real model."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row, 0 if text.startswith("- ") else 1] = 1.0
+        self.calls += 1
+        return out
+
+
+def test_a_keyword_match_is_kept_however_weak_its_vector_or_old_its_date(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-06-01.md", "- 我们讨论了部署机器人的教程\n")  # half a year old
+    write(workspace, "alice", "memory/2026-12-01.md", "- bought a new kettle\n")
+    manager = make_manager(embedder=QueryMissesEverything())
+    [hit] = manager.search("部署", "alice")  # the kettle: no keyword match, cosine 0, dropped
+    assert hit.path == "memory/2026-06-01.md" and hit.vector_score == 0.0
+    assert hit.score < 0.25 * hit.decay < 0.25  # far below min_score, and still returned
+    keyword_only = make_manager(embedder=None)
+    assert [h.path for h in keyword_only.search("部署", "alice")] == ["memory/2026-06-01.md"]
+
+
+class CosineByQuery(HashEmbedding):
+    """Chunks point along axis 0; the query "near" has cosine 1 with them, "far" cosine 0.2."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row, :2] = (0.2, 0.98) if text == "far" else (1.0, 0.0)
+        self.calls += 1
+        return out
+
+
+def test_min_score_judges_relevance_before_the_date_decay(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-06-01.md", "- the observatory dome needs new paint\n")  # 184 days old
+    manager = make_manager(embedder=CosineByQuery())
+    [old] = manager.search("near", "alice")  # no keyword match: a vector neighbour alone
+    assert old.keyword_score is None and old.vector_score == pytest.approx(1.0)
+    assert old.decay < 0.02 and old.score < 0.25  # decayed far below min_score, still returned
+    assert manager.search("far", "alice") == []  # 0.7 × 0.2 = 0.14: not relevant, at any age
+    assert [h.vector_score for h in manager.search("far", "alice", min_score=0.1)] == [pytest.approx(0.2)]
 
 
 def test_scopes_never_leak(workspace, make_manager) -> None:
