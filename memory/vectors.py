@@ -79,6 +79,7 @@ class LanceDBBackend(VectorBackend):
         _remove_stale_temp_files(directory)
         self._db = lancedb.connect(str(directory), read_consistency_interval=timedelta(0))
         self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
+        self._path = directory / f"{self._name}.lance"
         self._table = None
         self._ann_threshold = ann_threshold
         self._ram_bytes = ram_bytes
@@ -89,9 +90,12 @@ class LanceDBBackend(VectorBackend):
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
         if self._table is not None:
             return self._table
-        if self._name in self._db.list_tables().tables:
+        if self._name in self._db.list_tables().tables and not self._half_created():
             self._table = self._db.open_table(self._name)
         elif dim is not None:
+            if self._path.exists():  # no version was ever committed: nothing to lose
+                log.warning("removing %s, a vector table a killed process left half-created", self._path)
+                shutil.rmtree(self._path)
             import pyarrow as pa
 
             schema = pa.schema(
@@ -100,6 +104,14 @@ class LanceDBBackend(VectorBackend):
             )
             self._table = self._db.create_table(self._name, schema=schema, exist_ok=True)
         return self._table
+
+    def _half_created(self) -> bool:
+        """A table folder without a single committed version: ``create_table`` was killed.
+
+        LanceDB lists the folder as a table but cannot open it ("was not found"), so every
+        later write would fail until it is removed.
+        """
+        return not any((self._path / "_versions").glob("*.manifest"))
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:

@@ -36,3 +36,15 @@ def test_scope_filter_quotes_values_and_delete_removes(tmp_path) -> None:
     assert {cid for cid, _ in backend.search(data[0].vector, ["it's"], 50, exact=True)} == {f"c{i}" for i in range(0, 20, 2)}
     backend.delete_ids(["c0", "c2"])
     assert backend.count() == 18 and "c0" not in backend.ids()
+
+
+def test_a_table_left_half_created_by_a_killed_process_is_replaced(tmp_path) -> None:
+    backend = LanceDBBackend(tmp_path / "vectors", "m")
+    leftover = tmp_path / "vectors" / f"{backend._name}.lance"
+    (leftover / "_versions").mkdir(parents=True)  # what a SIGKILL inside create_table leaves
+    (leftover / "data").mkdir()
+    fresh = LanceDBBackend(tmp_path / "vectors", "m")
+    assert fresh.search(rows(1)[0].vector, ["alice"], 5) == [] and fresh.count() == 0
+    fresh.upsert(rows(10))
+    assert fresh.count() == 10
+    assert LanceDBBackend(tmp_path / "vectors", "m").count() == 10  # and another process opens it

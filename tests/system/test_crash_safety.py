@@ -43,8 +43,8 @@ async def membridge(cfg: Path, *args: str, kill_after: float | None = None) -> t
         await asyncio.sleep(kill_after)
         if process.returncode is None:
             process.send_signal(signal.SIGKILL)
-    out, _ = await asyncio.wait_for(process.communicate(), 300)
-    return process.returncode or 0, out.decode()
+    out, err = await asyncio.wait_for(process.communicate(), 300)
+    return process.returncode or 0, out.decode() + err.decode()
 
 
 async def answers(cfg: Path) -> dict[str, list]:
@@ -79,8 +79,8 @@ async def test_index_after_killed_syncs_answers_like_a_fresh_sync(tmp_path: Path
         killed_cfg, fresh_cfg = config(tmp_path, killed, fake.base_url), config(tmp_path, fresh, fake.base_url)
         rng = random.Random(11)
         for _ in range(3):
-            code, _ = await membridge(killed_cfg, "memory", "sync", kill_after=rng.uniform(1.0, 2.5))
-            assert code in (0, -signal.SIGKILL)
+            code, output = await membridge(killed_cfg, "memory", "sync", kill_after=rng.uniform(1.0, 2.5))
+            assert code in (0, -signal.SIGKILL), output
         assert (await membridge(killed_cfg, "memory", "sync"))[0] == 0
         assert (await membridge(fresh_cfg, "memory", "sync"))[0] == 0
         assert await answers(killed_cfg) == await answers(fresh_cfg)
