@@ -148,7 +148,14 @@ class Bridge:
         for channel in self.channels.values():
             await channel.start(self.receive)
             log.info("channel %s started", channel.name)
+            await self._publish_commands(channel)
         self._background.append(asyncio.create_task(self._warm_memory(), name="warm-memory"))
+
+    async def _publish_commands(self, channel: Channel) -> None:
+        try:
+            await channel.publish_commands(self.plugins.commands())
+        except Exception as exc:  # noqa: BLE001 - a missing menu must not stop the bot
+            log.warning("could not publish the command menu on %s: %s", channel.name, exc)
 
     async def _warm_memory(self) -> None:
         """Load the vectors of the chats active in the last week, so their first search is fast."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -91,6 +91,10 @@ class Channel(ABC):
     def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
         """Shown while a turn runs (a typing action, a placeholder); nothing by default."""
         return nullcontext()
+
+    async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:  # noqa: B027 - optional
+        """Show the bot's chat commands, ``(name, description)``, in the platform's command menu
+        where it has one that a bot can set (Telegram); nothing by default."""
 
 
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
-from telegram import Bot, Chat, Message, ReplyParameters, Update, User
+from telegram import Bot, BotCommand, Chat, Message, ReplyParameters, Update, User
 from telegram.constants import ChatAction, ParseMode, UpdateType
 from telegram.error import BadRequest, RetryAfter
 from telegram.ext import Application, ApplicationBuilder, TypeHandler, filters
@@ -143,6 +143,18 @@ class TelegramChannel(Channel):
             await self.stop()
             raise
         log.info("Telegram: receiving as @%s by %s", self._bot_username, self._mode)
+
+    async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:
+        """``setMyCommands``: the menu Telegram shows when a user types "/".
+
+        Names Telegram would refuse (1-32 of ``a-z0-9_``) are left out; descriptions are cut to
+        its 256 characters.
+        """
+        if self._app is None:
+            raise RuntimeError("TelegramChannel.publish_commands needs a started channel")
+        menu = [BotCommand(name, description[:256]) for name, description in commands
+                if _COMMAND_NAME.fullmatch(name) and description.strip()]
+        await self._app.bot.set_my_commands(menu)
 
     async def stop_receiving(self) -> None:
         """Stop fetching updates; the bot stays connected so turns in flight can still answer.
@@ -465,6 +477,7 @@ class _ChatLanes:
 
 _NEVER = re.compile(r"(?!)")
 _COMMAND_RE = re.compile(r"^/(?P<command>\w+)(?:@(?P<bot>\w+))?(?=\s|$)")
+_COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")  # what setMyCommands accepts
 
 
 def _parse_allowed(entries: Sequence[str | int]) -> tuple[frozenset[int], frozenset[str]]:

@@ -74,6 +74,9 @@ class Plugin:
     description: ClassVar[str] = ""
     #: A pydantic model for ``plugins.config.<name>``; None means the plugin takes no settings.
     config_schema: ClassVar[type[BaseModel] | None] = None
+    #: The chat commands it answers, ``(name without "/", one-line description)``, for the
+    #: command menus of channels that have one.
+    commands: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, config: BaseModel | None) -> None:
         """Keep the validated config (an instance of ``config_schema``, or None)."""

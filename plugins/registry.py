@@ -59,6 +59,15 @@ class PluginRegistry:
         #: Plugins whose ``on_start`` failed; they no longer receive events.
         self.disabled: list[Plugin] = []
 
+    def commands(self) -> list[tuple[str, str]]:
+        """The chat commands of the running plugins, in priority order, each name once."""
+        menu: dict[str, str] = {}
+        for plugin in self.plugins:
+            if plugin not in self.disabled:
+                for name, description in plugin.commands:
+                    menu.setdefault(name, description)
+        return list(menu.items())
+
     @classmethod
     def load(
         cls,

@@ -55,6 +55,12 @@ class CommandsPlugin(Plugin):
     name = "commands"
     priority = 100
     description = "Chat commands for memory and knowledge (/help lists them)."
+    commands = (
+        ("memory", "show, search, dream, history, revert or forget what I remember"),
+        ("knowledge", "list or search the shared knowledge base"),
+        ("clear", "start a fresh conversation (the history stays on disk)"),
+        ("help", "the commands"),
+    )
 
     async def on_handle(self, ctx: EventContext) -> Action:
         text = ctx.message.text.strip()

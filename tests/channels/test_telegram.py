@@ -425,3 +425,11 @@ def _message() -> IncomingMessage:
         channel="telegram", chat_id=str(DM), chat_type="direct", user_id=str(ALICE),
         user_name="alice", text="x", message_id="1",
     )
+
+
+async def test_the_command_menu_is_published_with_set_my_commands(fake: FakeTelegram, start: Starter) -> None:
+    channel, _ = await start()
+    await channel.publish_commands([("memory", "what I remember"), ("Bad-Name", "refused by Telegram"),
+                                    ("help", "x" * 300)])
+    assert fake.commands == [{"command": "memory", "description": "what I remember"},
+                             {"command": "help", "description": "x" * 256}]

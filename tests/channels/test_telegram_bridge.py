@@ -71,3 +71,9 @@ async def test_groups_answer_mentions_only_with_the_groups_scope(world) -> None:
     assert request["messages"][-1]["content"] == "say hi"
     assert "diagnosis" not in request["messages"][0]["content"]
     assert services.conversations.get_session("telegram::-100200:").scope == "telegram-chat--100200"
+
+
+async def test_starting_the_bot_publishes_the_commands_menu(world) -> None:
+    telegram = world[0]
+    assert [command["command"] for command in telegram.commands] == ["memory", "knowledge", "clear", "help"]
+    assert all(command["description"] for command in telegram.commands)

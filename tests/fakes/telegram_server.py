@@ -341,7 +341,9 @@ class FakeTelegram:
             "sendmessage": self._send_message,
             "editmessagetext": self._edit_message_text,
             "sendchataction": self._send_chat_action,
+            "setmycommands": self._set_my_commands,
         }
+        self.commands: list[dict[str, str]] | None = None  # the menu set by setMyCommands
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application()
@@ -528,6 +530,20 @@ class FakeTelegram:
 
     async def _harmless(self, params: dict[str, Any]) -> bool:
         log.info("fake Telegram: %s answered with true", self.calls[-1][0])
+        return True
+
+    async def _set_my_commands(self, params: dict[str, Any]) -> bool:
+        """Checked as Telegram does: 1-32 of a-z0-9_ per name, 1-256 characters per description."""
+        commands = params.get("commands")
+        if isinstance(commands, str):
+            commands = json.loads(commands)
+        if not isinstance(commands, list) or len(commands) > 100:
+            raise _ApiError(400, "Bad Request: commands must be a list of at most 100 commands")
+        for command in commands:
+            name, description = command.get("command", ""), command.get("description", "")
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", name) or not 1 <= len(description) <= 256:
+                raise _ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+        self.commands = commands
         return True
 
     async def _get_me(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -546,3 +546,26 @@ def test_a_plugin_whose_constructor_fails_is_reported(write_module: Callable[[st
     )
     with pytest.raises(PluginError, match="plugin 'fragile': could not be created: ValueError: needs a GPU"):
         PluginRegistry.load(["fragile"], builtins={"fragile": f"{module}:Fragile"})
+
+
+async def test_the_command_menu_lists_each_name_once_by_priority_without_disabled_plugins() -> None:
+    class Weather(Plugin):
+        name = "weather"
+        priority = 10
+        commands = (("weather", "today's forecast"), ("help", "weather help"))
+
+    class Broken(Plugin):
+        name = "broken"
+        priority = 20
+        commands = (("broken", "never shown"),)
+
+        async def on_start(self) -> None:
+            raise RuntimeError("no API key")
+
+    class Basics(Plugin):
+        name = "basics"
+        commands = (("help", "the commands"), ("clear", "a fresh start"))
+
+    registry = PluginRegistry([Basics(None), Weather(None), Broken(None)])
+    await registry.start()
+    assert registry.commands() == [("weather", "today's forecast"), ("help", "weather help"), ("clear", "a fresh start")]
