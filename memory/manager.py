@@ -177,7 +177,6 @@ class MemoryManager:
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
-        self._scope_rows: dict[tuple[str, ...], int] = {}
         self._filler: threading.Thread | None = None
         self._filler_lock = threading.Lock()
         self._closing = threading.Event()
@@ -252,14 +251,14 @@ class MemoryManager:
             needed = self._texts_needing_vectors(plan)
             ahead = self._uncached(needed)
             if len(ahead) <= (self.embedder.max_batch if self.embedder else 0):
-                self._index(plan, covered, scope, report, progress)
+                self._index(plan, needed, covered, scope, report, progress)
                 ahead = {}
         if ahead:
             self._embed(ahead, report, progress)
             if report.ok:
                 with self.lock:
                     plan, covered = self._scan(scope, report, None)
-                    self._index(plan, covered, scope, report, progress)
+                    self._index(plan, self._texts_needing_vectors(plan), covered, scope, report, progress)
                 report.cache_hits = len(needed) - len(ahead)  # not the texts this sync embedded
         if report.ok and self.storage.trigram_queue():
             self._start_trigram_fill()
@@ -272,10 +271,16 @@ class MemoryManager:
         return self._plan(disk, covered, scope is None, progress), covered
 
     def _index(
-        self, plan: _Plan, covered: list[str], scope: str | None, report: SyncReport, progress: ProgressCallback | None
+        self,
+        plan: _Plan,
+        texts: dict[str, str],
+        covered: list[str],
+        scope: str | None,
+        report: SyncReport,
+        progress: ProgressCallback | None,
     ) -> None:
-        """Passes 2 and 3 under the lock: vectors for the plan, then the writes."""
-        vectors = self._embed_pass(plan, report, progress)
+        """Passes 2 and 3 under the lock: vectors for the plan's ``texts``, then the writes."""
+        vectors = self._embed_pass(texts, report, progress)
         if report.error is not None:
             return
         self._write_pass(plan, vectors, report, progress)
@@ -291,7 +296,7 @@ class MemoryManager:
         A sync leaves that to a background thread (see :meth:`IndexStorage.fill_trigram`); a
         command that exits right after a sync calls this so that the index it leaves is whole.
         """
-        total, done = self.storage.trigram_queue(), 0
+        total, done = (self.storage.trigram_queue() if progress else 0), 0
         while not self._closing.is_set():
             with self.lock:
                 added = self.storage.fill_trigram()
@@ -313,10 +318,7 @@ class MemoryManager:
         """The background filler: one batch per lock hold, until the queue is empty or we close."""
         try:
             while not self._closing.is_set():
-                with self.lock:
-                    added = self.storage.fill_trigram()
-                if added:
-                    continue
+                self.finish_indexing()
                 with self._filler_lock:  # re-checked under the lock: a sync may have queued more
                     if self.storage.trigram_queue() == 0:
                         self._filler = None
@@ -357,13 +359,14 @@ class MemoryManager:
             progress("scan", len(disk), len(disk))
         return plan
 
-    def _embed_pass(self, plan: _Plan, report: SyncReport, progress: ProgressCallback | None) -> dict[str, np.ndarray]:
-        """Pass 2: a vector for every text lacking one for this model, by text hash.
+    def _embed_pass(
+        self, texts: dict[str, str], report: SyncReport, progress: ProgressCallback | None
+    ) -> dict[str, np.ndarray]:
+        """Pass 2: a vector for every text (by hash) of :meth:`_texts_needing_vectors`.
 
         The embedding cache answers texts embedded before; the rest go out in batches of the
         provider's limit (see :meth:`_embed`).
         """
-        texts = self._texts_needing_vectors(plan)
         if not texts or self.embedder is None:
             return {}
         vectors = self.storage.cached_vectors(self.embedder.model_id, list(texts))
@@ -429,7 +432,6 @@ class MemoryManager:
     ) -> None:
         """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
         removed: dict[str, list[str]] = {}
-        self._scope_rows.clear()
         with self.storage.write() as conn:
             for scope, path in plan.removed:
                 removed.setdefault(scope, []).extend(self.storage.remove_file(conn, scope, path))
@@ -621,13 +623,9 @@ class MemoryManager:
         return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold), False
 
     def _vector_rows(self, scopes: Sequence[str]) -> int:
-        """How many chunks the scopes hold (cached until the next write): few means an exact scan."""
-        key = tuple(scopes)
-        count = self._scope_rows.get(key)
-        if count is None:
-            count = sum(self.storage.count_chunks(scope) for scope in scopes)
-            self._scope_rows[key] = count
-        return count
+        """How many chunks the scopes hold (``IndexStorage.scope_counts``): few means an exact scan."""
+        counts = self.storage.scope_counts()
+        return sum(counts.get(scope, 0) for scope in set(scopes))
 
     def _query_vector(self, query: str) -> np.ndarray | None:
         if self.embedder is None or self.vectors is None:

@@ -13,10 +13,11 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,8 @@ CREATE TABLE IF NOT EXISTS vector_generations (
 """
 
 
+_CACHED_VECTORS = "SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
+
 #: A query whose every term is in more chunks than this is ranked among its newest matches.
 BROAD_MATCHES = 5000
 #: Scopes holding at least this share of the chunks are searched without the scope clause.
@@ -157,6 +160,18 @@ def _ranked(rows: Sequence[Sequence[object]]) -> list[KeywordHit]:
 
 
 _CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text"
+_IN_BATCH = 500  # values per IN (...) list: far below SQLite's parameter limit, and short lists plan well
+
+_Run = Callable[[str, Sequence[object]], Iterable[Sequence[Any]]]
+
+
+def _rows_in(run: _Run, sql: str, values: Sequence[object], *, before: Sequence[object] = (),
+             after: Sequence[object] = ()) -> Iterator[Sequence[Any]]:
+    """The rows of ``sql`` for any number of ``values``, queried in batches: ``{marks}`` in
+    ``sql`` becomes one batch's placeholders, bound between ``before`` and ``after``."""
+    for start in range(0, len(values), _IN_BATCH):
+        batch = values[start : start + _IN_BATCH]
+        yield from run(sql.format(marks=",".join("?" * len(batch))), (*before, *batch, *after))
 
 
 def _stored(row: Sequence[object]) -> StoredChunk:
@@ -319,12 +334,7 @@ class IndexStorage:
 
     @staticmethod
     def _queued_among(conn: sqlite3.Connection, rowids: Sequence[int]) -> set[int]:
-        found: set[int] = set()
-        for start in range(0, len(rowids), 500):
-            batch = rowids[start : start + 500]
-            found.update(r[0] for r in conn.execute(
-                f"SELECT rowid FROM tri_pending WHERE rowid IN ({','.join('?' * len(batch))})", batch))
-        return found
+        return {r[0] for r in _rows_in(conn.execute, "SELECT rowid FROM tri_pending WHERE rowid IN ({marks})", rowids)}
 
     def fill_trigram(self, batch: int = TRIGRAM_BATCH) -> int:
         """Add up to ``batch`` queued chunks to the trigram index; returns how many were added.
@@ -366,18 +376,9 @@ class IndexStorage:
 
     def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
         """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
-        found: dict[str, StoredChunk] = {}
-        scope_marks = ",".join("?" * len(scopes))
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            rows = self.db.query(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({','.join('?' * len(batch))})"
-                f" AND +c.scope IN ({scope_marks})",  # unary + keeps the planner on the id index
-                (*batch, *scopes),
-            )
-            for row in rows:
-                found[row[1]] = _stored(row)
-        return found
+        sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({{marks}})"
+               f" AND +c.scope IN ({','.join('?' * len(scopes))})")  # unary + keeps the planner on the id index
+        return {row[1]: _stored(row) for row in _rows_in(self.db.query, sql, ids, after=scopes)}
 
     def all_chunk_ids(self) -> set[str]:
         return {r[0] for r in self.db.query("SELECT id FROM chunks")}
@@ -490,10 +491,10 @@ class IndexStorage:
             (match, fetch, *scopes),
         )
 
-    def scope_share(self, scopes: Sequence[str]) -> float:
-        """The share of all chunks that ``scopes`` hold, from counts at most 30 s old.
+    def scope_counts(self) -> dict[str, int]:
+        """Chunks per scope, at most 30 s old (exact after this process's own writes).
 
-        Only a planning hint (see :meth:`_search_words`): the answer is exact either way.
+        For planning only (which query form, which vector search): never for an answer.
         """
         with self._stats_lock:
             stamp, counts = self._scope_counts
@@ -502,6 +503,11 @@ class IndexStorage:
             counts = {row[0]: int(row[1]) for row in rows}
             with self._stats_lock:
                 self._scope_counts = (time.monotonic(), counts)
+        return counts
+
+    def scope_share(self, scopes: Sequence[str]) -> float:
+        """The share of all chunks that ``scopes`` hold (see :meth:`_search_words`)."""
+        counts = self.scope_counts()
         total = sum(counts.values())
         return sum(counts.get(scope, 0) for scope in set(scopes)) / total if total else 0.0
 
@@ -576,26 +582,13 @@ class IndexStorage:
 
     # ------------------------------------------------------- embedding cache
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        for start in range(0, len(hashes), 500):
-            batch = hashes[start : start + 500]
-            rows = self.db.query(
-                f"SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({','.join('?' * len(batch))})",
-                (model, *batch),
-            )
-            for text_hash_value, blob in rows:
-                found[text_hash_value] = np.frombuffer(blob, dtype=np.float32)
-        return found
+        return {h: np.frombuffer(blob, dtype=np.float32)
+                for h, blob in _rows_in(self.db.query, _CACHED_VECTORS, hashes, before=(model,))}
 
     def cached_hashes(self, model: str, hashes: Sequence[str]) -> set[str]:
         """Which of ``hashes`` have a cached vector for ``model`` (without reading the vectors)."""
-        found: set[str] = set()
-        for start in range(0, len(hashes), 500):
-            batch = hashes[start : start + 500]
-            found.update(r[0] for r in self.db.query(
-                f"SELECT text_hash FROM embed_cache WHERE model = ? AND text_hash IN ({','.join('?' * len(batch))})",
-                (model, *batch)))
-        return found
+        sql = "SELECT text_hash FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
+        return {row[0] for row in _rows_in(self.db.query, sql, hashes, before=(model,))}
 
     def vector_dim(self, model: str) -> int | None:
         """The width of ``model``'s cached vectors, None before any."""
@@ -664,14 +657,7 @@ class IndexStorage:
         if len(hashes) > SCAN_VECTORS_OVER:
             rows = conn.execute("SELECT text_hash, vector FROM embed_cache WHERE model = ?", (model,))
             return {h: blob for h, blob in rows if h in hashes}
-        found: dict[str, bytes] = {}
-        ordered = sorted(hashes)
-        for start in range(0, len(ordered), 500):
-            batch = ordered[start : start + 500]
-            found.update(conn.execute(
-                f"SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({','.join('?' * len(batch))})",
-                (model, *batch)).fetchall())
-        return found
+        return dict(_rows_in(conn.execute, _CACHED_VECTORS, sorted(hashes), before=(model,)))  # type: ignore[arg-type]
 
     def get_meta(self, key: str) -> str | None:
         rows = self.db.query("SELECT value FROM meta WHERE key = ?", (key,))
