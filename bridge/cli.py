@@ -2,27 +2,27 @@
 
 Every command prints its result on stdout (one JSON document with ``--json``); errors go to stderr
 with a non-zero exit status: 2 for a bad command line or configuration, 1 for a failure at run time.
+
+Only the standard library is imported here: each command imports what it uses, so ``--help`` and
+``--version`` answer at once and ``memory history`` never loads LanceDB or the LLM client.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory import MemoryPathError, ScopeError, SyncReport
-from memory.knowledge import KnowledgeError
-from memory.locks import WorkspaceLockTimeout
+if TYPE_CHECKING:
+    from memory import SyncReport
 
-from .app import Services, local_user
-from .config import ConfigError, load_config
-from .logs import config_secrets, setup_logging
+    from .app import Services
 
 
 
@@ -30,16 +30,16 @@ class CommandError(RuntimeError):
     """A failure the user can act on; the message says what and how."""
 
 
-Handler = Callable[[Services, argparse.Namespace], int]
+Handler = Callable[["Services", argparse.Namespace], int]
 
 
-def _scope(services: Services, args: argparse.Namespace, *, must_exist: bool) -> str:
+def _scope(services: Services, args: argparse.Namespace, *, must_exist: bool, hint: str = "") -> str:
     """``--scope`` (which must exist when ``must_exist``), else the terminal user's own scope."""
     scope = args.scope or services.terminal_scope()
     services.workspace.scope_dir(scope)  # validates the name
     if must_exist and args.scope and scope not in services.workspace.list_scopes():
         known = ", ".join(services.workspace.list_scopes()) or "none yet"
-        raise CommandError(f"unknown scope {scope!r} (known scopes: {known})")
+        raise CommandError(f"unknown scope {scope!r} (known scopes: {known}){hint}")
     return scope
 
 
@@ -129,7 +129,7 @@ def cmd_memory_add(services: Services, args: argparse.Namespace) -> int:
     text = " ".join(args.text).strip()
     if not text:
         raise CommandError("nothing to add: give the text to remember")
-    scope = _scope(services, args, must_exist=False)
+    scope = _scope(services, args, must_exist=not args.create, hint="; add --create to start a new scope")
     path = services.memory.append_daily(scope, text if text.startswith("- ") else f"- {text}")
     relative = path.relative_to(services.workspace.scope_dir(scope)).as_posix()
     if args.json:
@@ -172,7 +172,10 @@ def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
     except KeyError as exc:
         raise CommandError(exc.args[0]) from None
     if args.json:
-        _print_json({"scope": scope, "version": version, "diff": diff})
+        _print_json({"scope": scope, "version": version, "diff": diff, "changed": bool(diff)})
+    elif not diff:  # the file already holds those bytes: no version was recorded
+        target = f"version {args.version}" if args.version else "the previous version"
+        print(f"{scope}: MEMORY.md already equals {target}; nothing changed, no new version recorded")
     else:
         print(f"{scope}: MEMORY.md restored (now version {version})")
         print(diff, end="")
@@ -180,6 +183,8 @@ def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
 
 
 def _run_async(services: Services, coroutine: Any) -> Any:
+    import asyncio
+
     async def runner() -> Any:
         try:
             return await coroutine
@@ -220,6 +225,8 @@ def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
         content = " ".join(args.text)
     else:
         content = sys.stdin.read()
+    from .app import local_user
+
     page = services.knowledge.write(args.page, content, actor=f"cli:{local_user()}")
     if args.json:
         _print_json(page.__dict__)
@@ -229,6 +236,8 @@ def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_knowledge_rm(services: Services, args: argparse.Namespace) -> int:
+    from .app import local_user
+
     services.knowledge.delete(args.page, actor=f"cli:{local_user()}")
     if args.json:
         _print_json({"deleted": args.page})
@@ -250,8 +259,11 @@ def cmd_knowledge_graph(services: Services, args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- bot
 def cmd_run(services: Services, args: argparse.Namespace) -> int:
+    import asyncio
+
     from .runtime import run_bot
 
+    _prepare_terminal(services, chat=services.config.channels.terminal.enabled)
     try:
         asyncio.run(run_bot(services, terminal_only=False))
     except ValueError as exc:
@@ -260,16 +272,37 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_chat(services: Services, args: argparse.Namespace) -> int:
+    import asyncio
+
     from .runtime import run_bot
 
-    if not args.verbose:  # the REPL shares the screen with the log: only errors there
-        logging.getLogger().setLevel(logging.ERROR)
+    _prepare_terminal(services, chat=True)
     asyncio.run(run_bot(services, terminal_only=True))
     return 0
 
 
+def _prepare_terminal(services: Services, *, chat: bool) -> None:
+    """Before the terminal chat starts: its user is an admin, and it gets the screen to itself.
+
+    The person at this terminal already owns the workspace (``membridge memory revert`` is theirs),
+    so in the chat they may do what an admin may, ``/memory revert`` of their own memory included.
+    On a real terminal, log records go to the log file instead of between the chat's lines.
+    """
+    if not chat:
+        return
+    from .app import local_user
+    from .logs import STATUS_LOGGER, chat_owns_terminal
+
+    services.config.admins.append(f"terminal:{services.config.channels.terminal.user or local_user()}")
+    if sys.stdin.isatty():
+        path = chat_owns_terminal(services.config)
+        logging.getLogger(STATUS_LOGGER).info("log: %s (the chat below shows the bot's messages only)", path)
+
+
 # ------------------------------------------------------------------ console
 def cmd_console(services: Services, args: argparse.Namespace) -> int:
+    import asyncio
+
     from .console import ConsoleError, serve
 
     def started(url: str) -> None:
@@ -289,72 +322,153 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
     from .doctor import run_checks
 
-    checks = run_checks(services)
+    checks = run_checks(services, offline=args.offline)
     if args.json:
-        _print_json([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks])
+        _print_json([{"name": c.name, "ok": c.ok, "skipped": c.skipped, "detail": c.detail} for c in checks])
     else:
         for check in checks:
-            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+            label = "skip" if check.skipped else "ok  " if check.ok else "FAIL"
+            print(f"{label}  {check.name}: {check.detail}")
     return 0 if all(c.ok for c in checks) else 1
 
 
 # ------------------------------------------------------------------- parser
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples keep their line breaks."""
+
+
+class _Version(argparse.Action):
+    """``--version``: read from the installed package only when asked (importlib.metadata is not free)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("membridge")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"membridge {number}")
+        parser.exit()
+
+
+_MAIN_EPILOG = """\
+--config and -v may also follow the command (membridge memory search tea -v).
+Put -- before a query that starts with "-": membridge memory search -- -v2 release notes
+Without a config file membridge uses a workspace in ~/.local/share/membridge (see docs/configuration.md).
+
+examples:
+  membridge chat                          talk to the bot in this terminal
+  membridge memory search "green tea"     what do I remember about green tea?
+  membridge doctor                        is everything set up?"""
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> argparse.ArgumentParser:
+    """--config and -v. After a command they default to SUPPRESS, so they never undo the same option
+    given before it (argparse copies a subcommand's values over the main parser's)."""
+    unset = argparse.SUPPRESS if after_command else None
+    parser.add_argument("--config", default=unset,
+                        help="config file (default: $MEMBRIDGE_CONFIG, ./config.yaml, ~/.config/membridge/config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=unset if after_command else False,
+                        help="log debug messages")
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="membridge", description="A chat-bot bridge with a long memory.")
-    parser.add_argument("--config", help="config file (default: $MEMBRIDGE_CONFIG, else ./config.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = commands.add_parser("run", help="start every enabled channel and the daily timer")
-    run.set_defaults(handler=cmd_run)
-    chat = commands.add_parser("chat", help="chat in this terminal (no chat token needed)")
-    chat.set_defaults(handler=cmd_chat)
-    console = commands.add_parser("console", help="serve the memory console web page (see console.* in config.yaml)")
-    console.set_defaults(handler=cmd_console)
-
-    memory = commands.add_parser("memory", help="search and maintain memory").add_subparsers(
-        dest="memory_command", required=True, metavar="SUBCOMMAND")
+    common = _global_options(argparse.ArgumentParser(add_help=False), after_command=True)
+    parser = argparse.ArgumentParser(prog="membridge", description="A chat-bot bridge with a long memory.",
+                                     epilog=_MAIN_EPILOG, formatter_class=_Formatter)
+    _global_options(parser, after_command=False)
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    parser.set_defaults(handler=None, help_parser=parser, long_running=False, memory_only_llm=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     def add(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str, *, scope: bool = True,
-            json_flag: bool = True) -> argparse.ArgumentParser:
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        command.set_defaults(handler=handler)
+            json_flag: bool = True, example: str, details: str = "", **defaults: Any) -> argparse.ArgumentParser:
+        description = help_text[0].upper() + help_text[1:] + "." + (f"\n\n{details}" if details else "")
+        command = sub.add_parser(name, help=help_text, description=description, epilog=f"example:\n  {example}",
+                                 parents=[common], formatter_class=_Formatter)
+        command.set_defaults(handler=handler, **defaults)
         if scope:
             command.add_argument("--scope", help="whose memory (default: this terminal's user)")
         if json_flag:
             command.add_argument("--json", action="store_true", help="print one JSON document")
         return command
 
-    add(memory, "sync", cmd_memory_sync, "index changed memory and knowledge files")
-    search = add(memory, "search", cmd_memory_search, "hybrid search over a scope's memory and knowledge")
+    def group(name: str, help_text: str) -> argparse._SubParsersAction:
+        """A command with subcommands; alone, it prints its own help."""
+        command = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+                                      parents=[common], formatter_class=_Formatter)
+        command.set_defaults(help_parser=command)
+        return command.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND", title="subcommands")
+
+    add(commands, "run", cmd_run, "start the bot: every enabled channel, the flush worker and the nightly Deep Dream",
+        scope=False, json_flag=False, example="membridge run", long_running=True, memory_only_llm=True,
+        details="Channels are enabled in config.yaml (channels.*); the terminal is on by default. One log line names\n"
+                "each part as it starts and one says when it stops; SIGINT (Ctrl-C) or SIGTERM stops it cleanly.\n"
+                "With no LLM configured the bot saves what you tell it and answers questions with memory search\n"
+                "results.")
+    add(commands, "chat", cmd_chat, "chat with the bot in this terminal (no chat token needed)", scope=False,
+        json_flag=False, example="membridge chat", long_running=True, memory_only_llm=True,
+        details="Each line is a message from you; Ctrl-D quits. /help lists the chat commands.")
+    add(commands, "console", cmd_console, "serve the memory console, a web page to see and fix what the bot remembers",
+        scope=False, json_flag=False, example="MEMBRIDGE_CONSOLE_TOKEN=s3cret membridge console", long_running=True,
+        details="It listens on console.host:console.port (default http://127.0.0.1:8765/) and needs\n"
+                "console.token (read) or console.admin_token (read and write). Ctrl-C stops it.")
+
+    memory = group("memory", "search and maintain memory")
+    add(memory, "sync", cmd_memory_sync, "index changed memory and knowledge files", example="membridge memory sync")
+    search = add(memory, "search", cmd_memory_search, "hybrid search over a scope's memory and knowledge",
+                 example='membridge memory search "green tea" --limit 3',
+                 details='Put -- before a query that starts with "-": membridge memory search -- -v2 release')
     search.add_argument("query")
     search.add_argument("--limit", type=_positive, default=None, help="most results (default: memory.max_results)")
-    get = add(memory, "get", cmd_memory_get, "print lines of a memory file")
+    get = add(memory, "get", cmd_memory_get, "print lines of a memory file",
+              example="membridge memory get MEMORY.md --start 1 --lines 20")
     get.add_argument("path", help="MEMORY.md, memory/YYYY-MM-DD.md or knowledge/<category>/<page>.md")
     get.add_argument("--start", type=_positive, default=1, help="first line (1-based)")
     get.add_argument("--lines", type=_positive, default=None, help="how many lines")
-    mem_add = add(memory, "add", cmd_memory_add, "append a note to today's daily memory")
+    mem_add = add(memory, "add", cmd_memory_add, "append a note to today's daily memory",
+                  example='membridge memory add "passport expires 2027-03-01"',
+                  details="--scope must name a scope that exists; --create starts a new one.")
     mem_add.add_argument("text", nargs="+")
-    dream = add(memory, "dream", cmd_memory_dream, "run Deep Dream now and print the MEMORY.md diff")
+    mem_add.add_argument("--create", action="store_true", help="create --scope if it does not exist yet")
+    dream = add(memory, "dream", cmd_memory_dream, "run Deep Dream now and print the MEMORY.md diff",
+                example="membridge memory dream --days 3", details="Needs an LLM (llm.* in config.yaml).")
     dream.add_argument("--days", type=_days, default=None, help="daily files to read (1-30; default memory.dream.lookback_days)")
     dream.add_argument("--force", action="store_true", help="dream even over daily memory already dreamt")
-    add(memory, "history", cmd_memory_history, "list MEMORY.md versions")
-    revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)")
+    add(memory, "history", cmd_memory_history, "list MEMORY.md versions", example="membridge memory history")
+    revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)",
+                 example="membridge memory revert 3",
+                 details="The restore is itself a new version; when MEMORY.md already equals that version, nothing\n"
+                         "is written and no version is recorded.")
     revert.add_argument("version", nargs="?", type=_positive, default=None)
 
-    knowledge = commands.add_parser("knowledge", help="the shared knowledge base").add_subparsers(
-        dest="knowledge_command", required=True, metavar="SUBCOMMAND")
-    k_list = add(knowledge, "list", cmd_knowledge_list, "list knowledge pages", scope=False)
+    knowledge = group("knowledge", "the shared knowledge base")
+    k_list = add(knowledge, "list", cmd_knowledge_list, "list knowledge pages", scope=False,
+                 example="membridge knowledge list --category tech")
     k_list.add_argument("--category")
-    add(knowledge, "show", cmd_knowledge_show, "print a page", scope=False).add_argument("page", help="<category>/<page>")
-    k_add = add(knowledge, "add", cmd_knowledge_add, "create or replace a page (text, --file, or stdin)", scope=False)
+    add(knowledge, "show", cmd_knowledge_show, "print a page", scope=False,
+        example="membridge knowledge show tech/deploy").add_argument("page", help="<category>/<page>")
+    k_add = add(knowledge, "add", cmd_knowledge_add, "create or replace a page (text, --file, or stdin)", scope=False,
+                example="membridge knowledge add tech/deploy --file deploy.md")
     k_add.add_argument("page", help="<category>/<page>")
     k_add.add_argument("text", nargs="*", help="the content (default: read stdin)")
     k_add.add_argument("--file", help="read the content from this markdown file")
-    add(knowledge, "rm", cmd_knowledge_rm, "delete a page", scope=False).add_argument("page")
-    add(knowledge, "graph", cmd_knowledge_graph, "pages and the links between them", scope=False)
+    add(knowledge, "rm", cmd_knowledge_rm, "delete a page", scope=False,
+        example="membridge knowledge rm tech/old-notes").add_argument("page")
+    add(knowledge, "graph", cmd_knowledge_graph, "pages and the links between them", scope=False,
+        example="membridge knowledge graph --json")
 
-    add(commands, "doctor", cmd_doctor, "check config, LLM, embeddings, SQLite and LanceDB", scope=False)
+    doctor = add(commands, "doctor", cmd_doctor, "check config, paths, LLM, embeddings, SQLite and LanceDB", scope=False,
+                 example="membridge doctor --offline",
+                 details="One line per part, ok or FAIL and why; exit status 1 when any part fails.")
+    doctor.add_argument("--offline", action="store_true",
+                        help="no network and nothing heavy: skip the LLM, and check that LanceDB and the embedding "
+                             "model are installed without loading them")
     return parser
 
 
@@ -376,18 +490,35 @@ def _days(value: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    if args.handler is None:  # `membridge` or `membridge memory` alone: show what can follow
+        args.help_parser.print_help()
+        return 0
+    from .config import ConfigError, load_config, no_config_notice
+    from .logs import config_secrets, setup_logging
+
     setup_logging(args.verbose)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"membridge: {exc}", file=sys.stderr)
         return 2
-    setup_logging(args.verbose, config_secrets(config))
-    services = Services(config)
+    if config.source is None:
+        print(f"membridge: {no_config_notice()}", file=sys.stderr)
+    setup_logging(args.verbose, config_secrets(config), config.logging, long_running=args.long_running)
+    from memory import MemoryPathError, ScopeError
+    from memory.knowledge import KnowledgeError
+    from memory.locks import WorkspaceLockTimeout
+
+    from .app import Services
+
+    services = Services(config, llm=_memory_only_llm(config) if args.memory_only_llm else None)
     try:
-        return int(args.handler(services, args))
+        code = int(args.handler(services, args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except (CommandError, MemoryPathError, ScopeError, KnowledgeError, WorkspaceLockTimeout) as exc:
         print(f"membridge: {exc}", file=sys.stderr)
         return 1
@@ -396,6 +527,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         services.close()
+
+
+def _memory_only_llm(config: Any) -> Any:
+    """With no LLM configured, the chat still shows memory working (see :mod:`bridge.offline`)."""
+    if config.llm.base_url or config.llm.api_key:
+        return None
+    from .offline import MemoryOnlyLLM
+
+    return MemoryOnlyLLM()
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``| head``): stop quietly, as ``cat`` would, with 128 + SIGPIPE.
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot fail a second time.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

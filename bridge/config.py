@@ -3,6 +3,9 @@
 Every key has a default (see config.yaml at the repository root), ``${VAR}`` and ``${VAR:-default}``
 inside string values are expanded from the environment, and an unknown key or a bad value stops
 start-up with the key's path, the bad value and what is expected.
+
+Where the file is looked for, and where the workspace goes without one, is in docs/configuration.md:
+relative paths in a file resolve against that file's folder, never against the current directory.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import Field, ValidationError, field_validator
 from memory.config import EmbeddingSettings, MemorySettings, StrictSettings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
+APP_DIR = "membridge"
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -106,6 +110,12 @@ class ConsoleSettings(StrictSettings):
     admin_token: str | None = None
 
 
+class LoggingSettings(StrictSettings):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["text", "json"] = "text"
+    file: str | None = None
+
+
 class AppConfig(StrictSettings):
     workspace: str = "./workspace"
     admins: list[str] = Field(default_factory=list)
@@ -119,6 +129,7 @@ class AppConfig(StrictSettings):
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     #: The file the config came from (None for built-in defaults); relative paths resolve from it.
     source: Path | None = Field(default=None, exclude=True)
@@ -132,10 +143,24 @@ class AppConfig(StrictSettings):
         return [str(entry) for entry in value]
 
     def workspace_path(self) -> Path:
-        path = Path(os.path.expanduser(self.workspace))
+        return self.resolve_path(self.workspace)
+
+    def resolve_path(self, value: str) -> Path:
+        """``~`` expanded; a relative path is taken from the config file's folder, so the same file
+        means the same folders wherever membridge is started (the current directory without a file)."""
+        path = Path(os.path.expanduser(value))
         if not path.is_absolute() and self.source is not None:
             path = self.source.parent / path
         return path.resolve()
+
+    def _resolve_paths(self) -> None:
+        """Make every path-valued key absolute once, so no later consumer resolves it differently."""
+        self.workspace = str(self.workspace_path())
+        if self.agent.persona_file:
+            self.agent.persona_file = str(self.resolve_path(self.agent.persona_file))
+        self.plugins.dirs = [str(self.resolve_path(folder)) for folder in self.plugins.dirs]
+        if self.logging.file:
+            self.logging.file = str(self.resolve_path(self.logging.file))
 
 
 def _expand(value: Any, path: str) -> Any:
@@ -180,31 +205,72 @@ def parse_config(data: Any, source: Path | None = None) -> AppConfig:
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
     config.source = source
+    config._resolve_paths()
     return config
 
 
+def _xdg_home(variable: str, fallback: str) -> Path:
+    """An XDG base folder: ``$variable`` when set to an absolute path (as the spec requires), else ``~/fallback``."""
+    value = os.environ.get(variable, "")
+    return Path(value) if os.path.isabs(value) else Path.home() / fallback
+
+
+def user_config_file() -> Path:
+    """The per-user config file: ``$XDG_CONFIG_HOME/membridge/config.yaml`` (``~/.config/…``)."""
+    return _xdg_home("XDG_CONFIG_HOME", ".config") / APP_DIR / DEFAULT_CONFIG_NAME
+
+
+def user_data_dir() -> Path:
+    """The workspace without a config file: ``$XDG_DATA_HOME/membridge`` (``~/.local/share/membridge``)."""
+    return _xdg_home("XDG_DATA_HOME", ".local/share") / APP_DIR
+
+
 def find_config(explicit: str | None) -> Path | None:
-    """``--config``, else ``$MEMBRIDGE_CONFIG``, else ./config.yaml if present, else defaults."""
+    """``--config``, else ``$MEMBRIDGE_CONFIG``, else ./config.yaml, else the per-user file; None: no file."""
     if explicit:
         return Path(explicit)
     env = os.environ.get("MEMBRIDGE_CONFIG")
     if env:
         return Path(env)
-    local = Path.cwd() / DEFAULT_CONFIG_NAME
-    return local if local.is_file() else None
+    for candidate in (Path.cwd() / DEFAULT_CONFIG_NAME, user_config_file()):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def no_config_notice() -> str:
+    """What membridge says when it found no config file, so the data folder is never a surprise."""
+    return (f"no config file (looked for --config, $MEMBRIDGE_CONFIG, ./{DEFAULT_CONFIG_NAME} and {user_config_file()}); "
+            f"using built-in defaults with the workspace in {user_data_dir()}")
 
 
 def load_config(explicit: str | None = None) -> AppConfig:
-    """Load and validate the configuration; raise :class:`ConfigError` with a clear message."""
+    """Load and validate the configuration; raise :class:`ConfigError` with a clear message.
+
+    Without a config file the workspace is the per-user data folder, never the current directory:
+    a command run from another folder must not scatter workspaces (see :func:`no_config_notice`).
+    """
     path = find_config(explicit)
     if path is None:
-        return parse_config({})
+        return parse_config({"workspace": str(user_data_dir())})
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist (pass --config PATH or set MEMBRIDGE_CONFIG)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(_yaml_problem(path, exc)) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     return parse_config(data, source=path.resolve())
+
+
+def _yaml_problem(path: Path, error: yaml.YAMLError) -> str:
+    """``FILE:LINE:COLUMN: not valid YAML: what`` (PyYAML's own text names a ``<unicode string>``)."""
+    mark, context = getattr(error, "problem_mark", None), getattr(error, "context", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    what = getattr(error, "problem", None) or str(error)
+    context_mark = getattr(error, "context_mark", None)
+    if context and context_mark is not None:
+        what += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return f"{where}: not valid YAML: {what}"

@@ -14,11 +14,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from .config import LLMSettings
+
+if TYPE_CHECKING:  # imported where used: ``import openai`` takes over a second, and most commands never call it
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ def redact(text: str, secret: str | None) -> str:
 
 class OpenAIChat(LLMClient):
     def __init__(self, settings: LLMSettings) -> None:
+        import openai
+
         self.settings = settings
         self._client = openai.AsyncOpenAI(
             base_url=settings.base_url,
@@ -102,6 +105,8 @@ class OpenAIChat(LLMClient):
     async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> LLMResponse:
         if not self.settings.base_url and not self.settings.api_key:
             raise LLMError("config", NOT_CONFIGURED)
+        import openai
+
         kwargs: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
         if tools:
             kwargs["tools"] = list(tools)
@@ -147,6 +152,8 @@ class OpenAIChat(LLMClient):
         return LLMResponse("".join(content), tool_calls, finish)
 
     def _translate(self, exc: openai.APIError) -> LLMError:
+        import openai
+
         where = self.settings.base_url or "the OpenAI API"
         detail = redact(getattr(exc, "message", None) or str(exc), self.settings.api_key)
         if isinstance(exc, openai.APITimeoutError):
@@ -181,10 +188,15 @@ def _from_completion(response: Any) -> LLMResponse:
     return LLMResponse(message.content or "", calls, choice.finish_reason)
 
 
+MODELS_SHOWN = 20  # of the server's models, in a "model not found" message
+
+
 def probe_llm(settings: LLMSettings, timeout_s: float = 10.0) -> str:
-    """A cheap reachability check for ``doctor``: list models, or say why not."""
+    """A cheap check for ``doctor`` (GET /models): the server answers and has ``llm.model``, or why not."""
     if not settings.base_url and not settings.api_key:
         raise RuntimeError(NOT_CONFIGURED)
+    import openai
+
     client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set", timeout=timeout_s,
                            max_retries=0)
     try:
@@ -194,6 +206,10 @@ def probe_llm(settings: LLMSettings, timeout_s: float = 10.0) -> str:
     finally:
         client.close()
     where = settings.base_url or "the OpenAI API"
-    if models and settings.model not in models:
-        return f"{where} reachable; model {settings.model!r} not in its list ({', '.join(models[:5])}…)"
+    if not models:
+        return f"{where} reachable; it lists no models, so llm.model {settings.model!r} could not be checked"
+    if settings.model not in models:  # every chat would fail with "model not found"
+        more = len(models) - MODELS_SHOWN
+        shown = ", ".join(sorted(models)[:MODELS_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        raise RuntimeError(f"{where} has no model {settings.model!r} (llm.model); it has: {shown}")
     return f"{where} reachable, model {settings.model!r}"

@@ -24,8 +24,10 @@ from plugins import Action, Event, EventContext, PluginRegistry
 
 from .app import Services, local_user
 from .console import start_in_background
+from .logs import STATUS_LOGGER
 
 log = logging.getLogger(__name__)
+status = logging.getLogger(STATUS_LOGGER)  # the start and stop lines of `membridge run`
 
 
 WARM_SCOPES_DAYS = 7  # chats active this recently get their vectors loaded at start-up
@@ -56,6 +58,7 @@ class Bridge:
         self._accepting = False
         self._stopped = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
+        self._started_at: float | None = None  # set when `run` has said what it started
 
     # ------------------------------------------------------------- intake
     async def receive(self, message: IncomingMessage) -> None:
@@ -134,22 +137,41 @@ class Bridge:
 
     # ---------------------------------------------------------- lifecycle
     async def start(self, *, timer: bool = True) -> None:
-        """Start plugins, the flush worker, (for ``run``) the timer and console, then the channels."""
+        """Start plugins, the flush worker, (for ``run``) the timer and console, then the channels.
+
+        ``run`` (``timer``) says what each part is as it starts: one status line each. The terminal
+        chat starts last, once everything else has spoken, because from then on it owns the screen.
+        """
         _ = self.services.agent, self.services.dreamer  # build shared parts once, before any thread uses them
+        say = status.info if timer else log.info
         if timer:
-            console = start_in_background(self.services)
+            embedder = self.services.memory.embedder
+            say("embeddings: %s", embedder.model_id if embedder else "none (keyword search only)")
+            console = await start_in_background(self.services)
             if console is not None:
                 self._background.append(console)
         await self.plugins.start()
         self.services.flush_worker.start()
         if timer:
             self._background.append(asyncio.create_task(self.services.timer.run_forever(), name="daily-timer"))
+            dream = "Deep Dream" if self.services.config.memory.dream.enabled else "Deep Dream off"
+            say("nightly run (summaries, %s): next at %s", dream, f"{self.services.timer.next_run():%Y-%m-%d %H:%M}")
         self._accepting = True
-        for channel in self.channels.values():
+        chat = self.channels.get("terminal")
+        for channel in sorted(self.channels.values(), key=lambda channel: channel is chat):
+            if channel is chat and timer:
+                self._say_running()
             await channel.start(self.receive)
-            log.info("channel %s started", channel.name)
+            if channel is not chat or not timer:  # the chat's own banner names it
+                say("%s", channel.describe())
             await self._publish_commands(channel)
+        if chat is None and timer:
+            self._say_running()
         self._background.append(asyncio.create_task(self._warm_memory(), name="warm-memory"))
+
+    def _say_running(self) -> None:
+        self._started_at = time.monotonic()
+        status.info("running: %s; Ctrl-C or SIGTERM stops it", ", ".join(self.channels))
 
     async def _publish_commands(self, channel: Channel) -> None:
         try:
@@ -201,10 +223,15 @@ class Bridge:
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.plugins.stop()
         await self.services.aclose()
+        if self._started_at is not None:
+            minutes = int(time.monotonic() - self._started_at) // 60
+            status.info("stopped: %s (up %dh %02dm)", ", ".join(self.channels), minutes // 60, minutes % 60)
 
 
-def build_channels(services: Services, bridge_stop: Callable[[], None], *, terminal_only: bool = False) -> list[Channel]:
-    """The channels config.yaml enables (or the terminal alone, for ``membridge chat``)."""
+def build_channels(services: Services, bridge_stop: Callable[[], None], *, terminal_only: bool = False,
+                   notice: str | None = None) -> list[Channel]:
+    """The channels config.yaml enables (or the terminal alone, for ``membridge chat``); ``notice``
+    is said under the terminal chat's banner."""
     config = services.config.channels
     channels: list[Channel] = []
     if terminal_only or config.terminal.enabled:
@@ -212,7 +239,7 @@ def build_channels(services: Services, bridge_stop: Callable[[], None], *, termi
 
         user = config.terminal.user or local_user()
         banner = (f"membridge — chatting as {user} (memory scope {services.terminal_scope()}). "
-                  "/help lists commands; Ctrl-D quits.")
+                  "/help lists commands; Ctrl-D quits." + (f"\n{notice}" if notice else ""))
         channels.append(TerminalChannel(user, on_close=bridge_stop, banner=banner))
     if terminal_only:
         return channels
@@ -253,21 +280,24 @@ def build_plugins(services: Services) -> PluginRegistry:
 async def run_bot(services: Services, *, terminal_only: bool = False) -> None:
     """``membridge run`` / ``membridge chat``: build, run until a signal or Ctrl-D, stop cleanly."""
     holder: list[Bridge] = []
-    channels = build_channels(services, lambda: holder[0].request_stop(), terminal_only=terminal_only)
+    chat = terminal_only or services.config.channels.terminal.enabled
+    notice = await _llm_notice(services) if chat else None
+    channels = build_channels(services, lambda: holder[0].request_stop(), terminal_only=terminal_only, notice=notice)
     bridge = Bridge(services, channels, build_plugins(services))
     holder.append(bridge)
-    terminal = next((c for c in channels if c.name == "terminal"), None)
-    if terminal is not None:
-        await _warn_if_no_llm(services, terminal)
     await bridge.run(timer=not terminal_only)
 
 
-async def _warn_if_no_llm(services: Services, terminal: Channel) -> None:
-    """Before the REPL starts: say how to configure an LLM when none answers (3 s at most)."""
+async def _llm_notice(services: Services) -> str | None:
+    """What the terminal chat says about its LLM before the first message: that none is connected
+    (the memory-only stand-in answers), or why the configured one does not answer (3 s at most)."""
     from .llm import probe_llm
+    from .offline import BANNER, MemoryOnlyLLM
 
+    if isinstance(services.llm, MemoryOnlyLLM):
+        return BANNER
     try:
         await asyncio.to_thread(probe_llm, services.config.llm, 3.0)
     except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
-        say = getattr(terminal, "say", print)
-        say(f"note: {exc}. Chat needs an LLM; /memory commands work without one.")
+        return f"note: {exc}. Chat needs an LLM; /memory commands work without one."
+    return None

@@ -62,11 +62,15 @@ class DailyTimer:
         while True:
             await self.tick()
 
+    def next_run(self, now: datetime | None = None) -> datetime:
+        """When the job runs next: today's fire time, or tomorrow's once today's has run."""
+        today = (now or self._clock()).date()
+        return self.fire_time(today) if self._get_last_run() != today else self.fire_time(today + timedelta(days=1))
+
     async def tick(self) -> None:
         """Run today's job if its time has come and it has not run, else sleep until it is due."""
         now = self._clock()
-        today = now.date()
-        due = self.fire_time(today) if self._get_last_run() != today else self.fire_time(today + timedelta(days=1))
+        due = self.next_run(now)
         if now >= due:
             await self._run(due.date(), self.settings.lookback_days)
             return

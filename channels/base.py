@@ -92,6 +92,10 @@ class Channel(ABC):
         """Shown while a turn runs (a typing action, a placeholder); nothing by default."""
         return nullcontext()
 
+    def describe(self) -> str:
+        """Who the bot is on this channel, once started: a status line of ``membridge run``."""
+        return self.name
+
     async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:  # noqa: B027 - optional
         """Show the bot's chat commands, ``(name, description)``, in the platform's command menu
         where it has one that a bot can set (Telegram); nothing by default."""

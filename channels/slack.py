@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Hashable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
 from aiohttp import web
@@ -107,6 +108,7 @@ class SlackChannel(Channel):
         self._on_message: MessageHandler | None = None
         self._auth: AuthorizeResult | None = None
         self._bot_user_id = ""
+        self._identity = ""  # "team <name> as @<bot>", from auth.test at start
         self._seen_events = _Recent(_DEDUPE_MEMORY)
         self._seen_messages = _Recent(_DEDUPE_MEMORY)
         self._tails: dict[str, asyncio.Task[None]] = {}
@@ -128,6 +130,7 @@ class SlackChannel(Channel):
         self._on_message = on_message
         identity = await self._client.auth_test()
         self._bot_user_id = identity.get("user_id") or ""
+        self._identity = f"team {identity.get('team') or identity.get('team_id')} as @{identity.get('user')}"
         self._auth = AuthorizeResult.from_auth_test_response(
             bot_token=self._bot_token, auth_test_response=identity
         )
@@ -135,6 +138,10 @@ class SlackChannel(Channel):
             await self._start_socket_mode(self._app_token)
         else:
             await self._start_http()
+
+    def describe(self) -> str:
+        where = "Socket Mode" if self._app_token else f"Events API at http://{self._host}:{self.http_port}{EVENTS_PATH}"
+        return f"slack: {self._identity} ({where})"
 
     async def stop(self) -> None:
         """Stop intake. Turns already handed on finish on their own: the bridge owns them."""
@@ -178,7 +185,7 @@ class SlackChannel(Channel):
         except BaseException:
             await self.stop()
             raise
-        log.info("Slack Events API listening on http://%s:%s%s", self._host, self.http_port, EVENTS_PATH)
+        log.debug("Slack Events API listening on http://%s:%s%s", self._host, self.http_port, EVENTS_PATH)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
         """bolt checks the signature and timestamp (401 otherwise) and answers url_verification."""
@@ -190,20 +197,23 @@ class SlackChannel(Channel):
     def _build_app(self, signing_secret: str, api_url: str) -> AsyncApp:
         """A bolt app authorized from our own start-time ``auth.test`` (no fetch per event).
 
-        Its client has no token of its own: bolt takes the token from the authorize result, and
-        giving both only earns a warning.
+        Its client has no token of its own: bolt takes the token from the authorize result. bolt
+        also reads ``SLACK_BOT_TOKEN`` from the environment when it is given none, and warns "As you
+        gave client as well, token will be unused"; that variable is kept from it (it is ours, read
+        through config.yaml) while the app is built.
         """
 
         async def authorize() -> AuthorizeResult | None:
             # A closure, not a method: bolt passes arguments by the names it finds, "self" included.
             return self._auth
 
-        app = AsyncApp(
-            name="membridge",
-            signing_secret=signing_secret,
-            client=AsyncWebClient(base_url=api_url, retry_handlers=_retry_handlers()),
-            authorize=authorize,
-        )
+        with _hidden_from_bolt("SLACK_BOT_TOKEN"):
+            app = AsyncApp(
+                name="membridge",
+                signing_secret=signing_secret,
+                client=AsyncWebClient(base_url=api_url, retry_handlers=_retry_handlers()),
+                authorize=authorize,
+            )
 
         async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
             # Channel messages that mention the bot come again as app_mention; answer that one.
@@ -373,6 +383,20 @@ class SlackChannel(Channel):
             if len(self._placeholders) > _PLACEHOLDER_MEMORY:
                 del self._placeholders[next(iter(self._placeholders))]
         yield
+
+
+@contextmanager
+def _hidden_from_bolt(name: str) -> Iterator[None]:
+    """Unset an environment variable for the few lines that build the bolt app, then restore it.
+
+    The app is built synchronously at start-up, before any thread of ours could read the variable.
+    """
+    value = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if value is not None:
+            os.environ[name] = value
 
 
 def _retry_handlers() -> list[AsyncRetryHandler]:

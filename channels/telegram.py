@@ -129,6 +129,9 @@ class TelegramChannel(Channel):
         """The bot's @username without the '@', known once ``start`` has returned."""
         return self._bot_username
 
+    def describe(self) -> str:
+        return f"telegram: @{self._bot_username} ({self._mode})"
+
     async def start(self, on_message: MessageHandler) -> None:
         """Connect (``getMe``), then poll or serve the webhook; returns once updates flow."""
         if self._app is not None:
@@ -142,7 +145,7 @@ class TelegramChannel(Channel):
         except BaseException:
             await self.stop()
             raise
-        log.info("Telegram: receiving as @%s by %s", self._bot_username, self._mode)
+        log.debug("Telegram: receiving as @%s by %s", self._bot_username, self._mode)
 
     async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:
         """``setMyCommands``: the menu Telegram shows when a user types "/".

@@ -4,6 +4,10 @@ Lines are read in a daemon thread (so piped input works as well as a keyboard, a
 read never blocks exit), each one is a
 direct message from the local user, and replies are printed as they come. End of input (Ctrl-D)
 calls ``on_close`` so the application can shut down cleanly.
+
+A terminal in its usual (canonical) mode hands over at most 4,095 bytes of a line and drops the
+rest (Linux's N_TTY buffer); a longer paste arrives cut. Such a line is not sent as if it were
+whole: the chat says what happened and how to send long text (piped input has no such limit).
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from collections.abc import Callable
 from typing import TextIO
 
 from .base import Channel, IncomingMessage, MessageHandler, Reply
+
+#: The most bytes of one line a terminal in canonical mode delivers (Linux: N_TTY_BUF_SIZE - 1).
+TTY_LINE_BYTES = 4095
+CUT_LINE_NOTICE = ("(That line reached the terminal's limit of 4,095 bytes, so its end was probably cut off; "
+                   "it was not sent. Paste long text in parts, or pipe it in: membridge chat < notes.txt)")
 
 
 class TerminalChannel(Channel):
@@ -45,6 +54,9 @@ class TerminalChannel(Channel):
             self._write(self._banner + "\n")
         self._task = asyncio.create_task(self._read_loop(on_message), name="terminal-reader")
 
+    def describe(self) -> str:
+        return f"terminal: chatting as {self.user}"
+
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -66,7 +78,7 @@ class TerminalChannel(Channel):
         def reader() -> None:
             """A daemon thread: a blocked read never keeps the process from exiting."""
             while True:
-                line = self._stdin.readline()
+                line = self._read_line()
                 loop.call_soon_threadsafe(lines.put_nowait, line)
                 if line == "":
                     return
@@ -78,12 +90,31 @@ class TerminalChannel(Channel):
             if line == "":
                 self._on_close()
                 return
+            notice = self._refusal(line)
+            if notice:
+                self.say(notice)
+                self._prompt()
+                continue
             text = line.strip()
             if not text:
                 self._prompt()
                 continue
             self._counter += 1
             await on_message(self._message(text))
+
+    def _read_line(self) -> str:
+        """One line; bytes that are not UTF-8 (a paste cut inside a character) become U+FFFD rather
+        than an error that would end the input."""
+        raw = getattr(self._stdin, "buffer", None)
+        if raw is None:
+            return self._stdin.readline()
+        return raw.readline().decode("utf-8", "replace")
+
+    def _refusal(self, line: str) -> str | None:
+        """Why ``line`` must not be answered as if it were whole (the terminal cut it), or None."""
+        if self._interactive and len(line.rstrip("\n").encode("utf-8")) >= TTY_LINE_BYTES:
+            return CUT_LINE_NOTICE
+        return None
 
     def _message(self, text: str) -> IncomingMessage:
         return IncomingMessage(
@@ -98,3 +129,4 @@ class TerminalChannel(Channel):
     def _write(self, text: str) -> None:
         self._stdout.write(text)
         self._stdout.flush()
+

@@ -167,7 +167,8 @@ class MemoryFile:
         return version
 
     def revert(self, scope: str, version: int | None = None) -> tuple[int, str]:
-        """Restore ``version`` (default: the one before the current); returns (new version, diff)."""
+        """Restore ``version`` (default: the one before the current); returns (new version, diff).
+        When MEMORY.md already holds those bytes nothing is written: (the current version, "")."""
         with self.manager.lock:
             self._keep_current(scope)
             versions = self.versions(scope)
@@ -177,6 +178,8 @@ class MemoryFile:
                 version = versions[1].id
             data = self.content(scope, version)
             before = self.read(scope)
+            if data == before:
+                return versions[0].id, ""
             new_version = self.write(scope, data, f"revert to version {version}")
         return new_version, unified_diff(before.decode("utf-8", "replace"), data.decode("utf-8", "replace"))
 
@@ -257,7 +260,7 @@ class DeepDream:
         version = None
         if after != before:
             version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream")
-        if parsed.dream:
+        if parsed.dream and after != before:  # a dream that changed nothing writes no diary either
             self._write_diary(scope, day, parsed.dream)
         with self.manager.db.transaction() as conn:
             conn.execute(
@@ -266,7 +269,8 @@ class DeepDream:
                 (scope, input_hash, time.time()),
             )
         new_entries = count_entries(after)
-        reason = f"MEMORY.md updated: {old_entries} → {new_entries} entries" if diff else "MEMORY.md already up to date"
+        reason = f"MEMORY.md updated: {old_entries} → {new_entries} entries" if diff else (
+            "MEMORY.md already up to date: no new version, no diary entry")
         return DreamResult("written" if diff else "skipped", reason, diff, old_entries, new_entries, version)
 
     def _refusal(self, parsed: DreamOutput, old_entries: int) -> str | None:

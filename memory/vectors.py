@@ -72,12 +72,13 @@ def sql_quote(value: str) -> str:
 class LanceDBBackend(VectorBackend):
     def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 20000, ram_bytes: int = 0) -> None:
         """``ram_bytes``: how many bytes of vectors the caller searches from RAM instead (see
-        :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them."""
-        import lancedb
+        :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them.
 
-        directory.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temp_files(directory)
-        self._db = lancedb.connect(str(directory), read_consistency_interval=timedelta(0))
+        LanceDB is imported and connected on first use (:meth:`_connect`), not here: importing it
+        takes seconds, and most commands (history, get, a search served from RAM) never need it."""
+        self._directory = directory
+        self._db = None
+        self._connect_lock = threading.Lock()
         self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
         self._path = directory / f"{self._name}.lance"
         self._table = None
@@ -87,11 +88,23 @@ class LanceDBBackend(VectorBackend):
         self._writes_since_optimize = 0
         self._index_builder: threading.Thread | None = None
 
+    def _connect(self):  # type: ignore[no-untyped-def]
+        """The LanceDB connection, made (and stale temp files removed) the first time it is needed."""
+        with self._connect_lock:
+            if self._db is None:
+                import lancedb
+
+                self._directory.mkdir(parents=True, exist_ok=True)
+                _remove_stale_temp_files(self._directory)
+                self._db = lancedb.connect(str(self._directory), read_consistency_interval=timedelta(0))
+            return self._db
+
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
         if self._table is not None:
             return self._table
-        if self._name in self._db.list_tables().tables and not self._half_created():
-            self._table = self._db.open_table(self._name)
+        db = self._connect()
+        if self._name in db.list_tables().tables and not self._half_created():
+            self._table = db.open_table(self._name)
         elif dim is not None:
             if self._path.exists():  # no version was ever committed: nothing to lose
                 log.warning("removing %s, a vector table a killed process left half-created", self._path)
@@ -102,7 +115,7 @@ class LanceDBBackend(VectorBackend):
                 [("id", pa.string()), ("scope", pa.string()), ("path", pa.string()),
                  ("vector", pa.list_(pa.float32(), dim))]
             )
-            self._table = self._db.create_table(self._name, schema=schema, exist_ok=True)
+            self._table = db.create_table(self._name, schema=schema, exist_ok=True)
         return self._table
 
     def _half_created(self) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..app import Services
+from ..logs import STATUS_LOGGER
 from .api import SERVICES, json_errors, routes
 from .security import ConsoleError, add_security_headers, auth_middleware, check_settings
 
@@ -68,7 +69,6 @@ async def serve(services: Services, *, on_started: Callable[[str], None] | None 
                                f"({exc.strerror or exc}); change console.host or console.port") from exc
         url = _url(settings.host, settings.port)
         _warn_if_exposed(settings.host)
-        log.info("memory console at %s", url)
         if on_started is not None:
             on_started(url)
         await asyncio.Event().wait()
@@ -76,17 +76,27 @@ async def serve(services: Services, *, on_started: Callable[[str], None] | None 
         await runner.cleanup()
 
 
-def start_in_background(services: Services) -> asyncio.Task[None] | None:
+async def start_in_background(services: Services) -> asyncio.Task[None] | None:
     """For ``membridge run``: the console as a task of the running loop, or None when not enabled.
 
-    A missing token raises :class:`ConsoleError` here, before the bot starts, rather than inside a
-    task nobody awaits; a later failure (the port is taken) is logged. Cancel the task to stop it.
+    Returns once the console listens (its URL, never a token, is a status line of ``run``) or has
+    failed to. A missing token raises :class:`ConsoleError` here, before the bot starts; a failure
+    to listen (the port is taken) is logged and the bot runs on. Cancel the task to stop it.
     """
     if not services.config.console.enabled:
         return None
     check_settings(services.config.console)
-    task = asyncio.create_task(serve(services), name="console")
+    listening = asyncio.Event()
+
+    def started(url: str) -> None:
+        logging.getLogger(STATUS_LOGGER).info("console: %s (sign in with console.token or console.admin_token)", url)
+        listening.set()
+
+    task = asyncio.create_task(serve(services, on_started=started), name="console")
     task.add_done_callback(_log_failure)
+    waiter = asyncio.create_task(listening.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
     return task
 
 

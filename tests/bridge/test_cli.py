@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import subprocess
 import sys
+from datetime import date
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -27,9 +31,10 @@ def config_file(tmp_path: Path):
     return make
 
 
-async def membridge(config: Path | None, *args: str) -> tuple[int, str, str]:
+async def membridge(config: Path | None, *args: str, cwd: Path = ROOT,
+                    env: dict[str, str] | None = None) -> tuple[int, str, str]:
     command = [sys.executable, "-m", "bridge"] + (["--config", str(config)] if config else []) + list(args)
-    process = await asyncio.create_subprocess_exec(*command, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    process = await asyncio.create_subprocess_exec(*command, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
                                                    stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
     out, err = await asyncio.wait_for(process.communicate(), 120)
     return process.returncode or 0, out.decode(), err.decode()
@@ -84,7 +89,8 @@ async def test_bad_config_names_the_key(tmp_path) -> None:
     assert "memory.vector_wieght: unknown key" in err
     bad.write_text("llm: [unclosed\n")
     code, _, err = await membridge(bad, "doctor")
-    assert code == 2 and "not valid YAML" in err
+    assert code == 2 and f"{bad}:2:1: not valid YAML: expected ',' or ']', but got '<stream end>'" in err
+    assert "(while parsing a flow sequence at line 1, column 6)" in err and "<unicode string>" not in err
     code, _, err = await membridge(tmp_path / "absent.yaml", "doctor")
     assert code == 2 and "does not exist" in err
 
@@ -109,13 +115,32 @@ async def test_dream_history_and_revert(config_file, tmp_path, fake_llm) -> None
     assert "already dreamt" in out and len(fake_llm.requests) == 1
 
 
-async def test_doctor_reports_each_part(config_file, fake_llm) -> None:
-    code, out, _ = await membridge(config_file(fake_llm.base_url), "doctor")
+async def test_doctor_reports_each_part(config_file, fake_llm, tmp_path) -> None:
+    config = config_file(fake_llm.base_url, llm={"base_url": fake_llm.base_url, "api_key": "test-key", "model": "fake-model"})
+    code, out, _ = await membridge(config, "doctor")
     lines = out.splitlines()
     assert [line.split(":")[0].split()[-1] for line in lines] == ["config", "sqlite", "workspace", "lancedb", "embeddings", "llm"]
     assert code == 0 and all(line.startswith("ok") for line in lines)
+    assert lines[0] == f"ok    config: {config}" and lines[2].startswith(f"ok    workspace: {tmp_path / 'ws'}: ")
+    assert lines[5] == f"ok    llm: {fake_llm.base_url} reachable, model 'fake-model'"
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor")
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
+
+
+async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -> None:
+    code, out, _ = await membridge(config_file(fake_llm.base_url), "doctor")  # llm.model: the default gpt-4o-mini
+    assert code == 1
+    assert f"FAIL  llm: {fake_llm.base_url} has no model 'gpt-4o-mini' (llm.model); it has: fake-model\n" in out
+
+
+async def test_doctor_offline_checks_no_server(config_file, tmp_path) -> None:
+    code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor", "--offline")
+    assert code == 0, out
+    assert out.splitlines()[3:] == [
+        f"ok    lancedb: LanceDB {version('lancedb')} installed (not opened: --offline)",
+        "ok    embeddings: provider 'none': keyword search only",
+        "skip  llm: http://127.0.0.1:9/v1, model 'gpt-4o-mini' (not called: --offline)",
+    ]
 
 
 async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path) -> None:
@@ -154,3 +179,296 @@ async def test_knowledge_commands(config_file, tmp_path) -> None:
     assert code == 0
     code, out, _ = await membridge(config, "knowledge", "list", "--json")
     assert [p["slug"] for p in json.loads(out)] == ["deploy"]
+
+
+# --------------------------------------------------------------- the command line itself
+async def test_version_and_help_without_a_command() -> None:
+    code, out, err = await membridge(None, "--version")
+    assert (code, out, err) == (0, f"membridge {version('membridge')}\n", "")
+    code, out, err = await membridge(None)
+    assert code == 0 and err == "" and out.startswith("usage: membridge [-h]") and "commands:" in out
+    assert "    run            start the bot" in out and "    console        serve the memory console" in out
+    code, out, _ = await membridge(None, "memory")
+    assert code == 0 and out.startswith("usage: membridge memory [-h]") and "    history        list MEMORY.md versions" in out
+
+
+def test_every_command_has_a_description_and_an_example(capsys) -> None:
+    from bridge.cli import main
+
+    commands = [["run"], ["chat"], ["console"], ["doctor"]] + [["memory", name] for name in (
+        "sync", "search", "get", "add", "dream", "history", "revert")] + [["knowledge", name] for name in (
+        "list", "show", "add", "rm", "graph")]
+    for command in commands:
+        with pytest.raises(SystemExit) as exit_:
+            main([*command, "--help"])
+        out = capsys.readouterr().out
+        usage, description = out.split("\n\n")[:2]
+        assert exit_.value.code == 0 and usage.startswith(f"usage: membridge {' '.join(command)} ")
+        assert description[0].isupper() and description.endswith("."), (command, description)
+        assert f"\nexample:\n  membridge {command[0]}" in out or "\nexample:\n  MEMBRIDGE_" in out, command
+
+
+async def test_global_options_work_after_the_command(config_file, tmp_path) -> None:
+    config = config_file()
+    code, out, err = await membridge(None, "memory", "add", "after the command", "--config", str(config), "-v")
+    assert code == 0 and "(scope terminal-alice)" in out, err
+    assert " DEBUG " in err  # -v after the command turned debug logging on
+    code, out, _ = await membridge(config, "memory", "search", "command", "--json")
+    assert [hit["text"] for hit in json.loads(out)] == ["- after the command"]
+
+
+async def test_a_query_starting_with_a_dash_after_two_dashes(config_file) -> None:
+    config = config_file()
+    await membridge(config, "memory", "add", "ship -v2 of the release notes")
+    code, out, err = await membridge(config, "memory", "search", "--json", "--", "-v2 release")
+    assert code == 0, err
+    assert [hit["text"] for hit in json.loads(out)] == ["- ship -v2 of the release notes"]
+
+
+def test_a_closed_pipe_ends_quietly(config_file, tmp_path) -> None:
+    config = config_file()
+    daily = tmp_path / "ws" / "scopes" / "terminal-alice" / "memory" / "2026-01-05.md"
+    daily.parent.mkdir(parents=True)
+    daily.write_text("".join(f"- note {n}\n" for n in range(200_000)))  # far more than a pipe buffer
+    command = (f"{sys.executable} -m bridge --config {config} memory get memory/2026-01-05.md 2>{tmp_path / 'err'}"
+               " | head -n 2")
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout == "- note 0\n- note 1\n"
+    assert (tmp_path / "err").read_text() == ""  # no BrokenPipeError traceback
+    assert result.returncode == 141  # 128 + SIGPIPE, as cat or grep would end
+
+
+# ------------------------------------------------------------------------ paths
+async def test_relative_paths_in_a_config_file_start_at_its_folder(tmp_path) -> None:
+    folder, elsewhere = tmp_path / "conf", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    config = folder / "config.yaml"
+    config.write_text("workspace: ./ws\nembedding: {provider: none}\nchannels: {terminal: {user: alice}}\n")
+    code, out, err = await membridge(Path("../conf/config.yaml"), "memory", "add", "relative", cwd=elsewhere)
+    assert code == 0, err
+    assert (folder / "ws" / "scopes" / "terminal-alice" / "memory" / f"{date.today()}.md").read_text() == "- relative\n"
+    assert list(elsewhere.iterdir()) == [] and err == ""
+    env = {**os.environ, "MEMBRIDGE_CONFIG": str(config)}
+    code, out, _ = await membridge(None, "doctor", "--offline", cwd=elsewhere, env=env)
+    assert f"ok    config: {config}\n" in out and f"ok    workspace: {folder / 'ws'}: 0 chunks indexed" in out
+
+
+async def test_without_a_config_file_the_workspace_is_the_user_data_folder(tmp_path) -> None:
+    home, here = tmp_path / "home", tmp_path / "here"
+    here.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("XDG_", "MEMBRIDGE_"))}
+    env.update(HOME=str(home), MEMBRIDGE_CONFIG="")
+    code, out, err = await membridge(None, "memory", "add", "hello", "--scope", "mine", "--create", cwd=here, env=env)
+    data = home / ".local" / "share" / "membridge"
+    assert code == 0, err
+    assert err == (f"membridge: no config file (looked for --config, $MEMBRIDGE_CONFIG, ./config.yaml and "
+                   f"{home}/.config/membridge/config.yaml); using built-in defaults with the workspace in {data}\n")
+    assert (data / "scopes" / "mine" / "memory" / f"{date.today()}.md").is_file()
+    assert list(here.iterdir()) == []  # nothing in the current directory
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    code, out, _ = await membridge(None, "doctor", "--offline", cwd=here, env=env)
+    assert f"ok    workspace: {tmp_path / 'xdg' / 'membridge'}: 0 chunks indexed" in out
+    assert "ok    config: no config file (looked for" in out
+    user_config = home / ".config" / "membridge" / "config.yaml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("workspace: ./ws\nembedding: {provider: none}\n")
+    code, out, err = await membridge(None, "doctor", "--offline", cwd=here, env=env)
+    assert f"ok    config: {user_config}\n" in out and f"ok    workspace: {user_config.parent / 'ws'}:" in out
+    assert "no config file" not in err
+
+
+# ------------------------------------------------------------ memory surprises
+async def test_add_to_an_unknown_scope_needs_create(config_file, tmp_path) -> None:
+    config = config_file()
+    await membridge(config, "memory", "add", "mine")
+    code, out, err = await membridge(config, "memory", "add", "lost", "--scope", "typo")
+    assert (code, out) == (1, "")
+    assert err == "membridge: unknown scope 'typo' (known scopes: terminal-alice); add --create to start a new scope\n"
+    assert not (tmp_path / "ws" / "scopes" / "typo").exists()
+    code, out, _ = await membridge(config, "memory", "add", "found", "--scope", "typo", "--create")
+    assert code == 0 and out == f"added to memory/{date.today()}.md (scope typo)\n"
+
+
+async def test_a_dream_or_revert_that_changes_nothing_writes_nothing(config_file, tmp_path, fake_llm) -> None:
+    config = config_file(fake_llm.base_url)
+    scope_dir = tmp_path / "ws" / "scopes" / "terminal-alice"
+    (scope_dir / "memory").mkdir(parents=True)
+    (scope_dir / "MEMORY.md").write_text("- likes tea\n")
+    await membridge(config, "memory", "add", "had tea again")
+    diary = scope_dir / "memory" / "dreams" / f"{date.today()}.md"
+    for flags in ([], ["--force"]):
+        fake_llm.reply("[MEMORY]\n- likes tea\n[DREAM]\nNothing new today.")
+        code, out, err = await membridge(config, "memory", "dream", *flags)
+        assert (code, out) == (0, "terminal-alice: MEMORY.md already up to date: no new version, no diary entry\n"), err
+        assert not diary.exists()
+    code, out, _ = await membridge(config, "memory", "history")
+    assert out == "MEMORY.md of terminal-alice has no recorded versions yet\n"
+    fake_llm.reply("[MEMORY]\n- likes tea a lot\n[DREAM]\nTea again.")
+    await membridge(config, "memory", "dream", "--force")
+    code, out, _ = await membridge(config, "memory", "history", "--json")
+    versions = json.loads(out)
+    assert [v["cause"] for v in versions] == ["deep dream", "as found on disk"]
+    code, out, _ = await membridge(config, "memory", "revert", str(versions[0]["id"]))
+    assert (code, out) == (0, f"terminal-alice: MEMORY.md already equals version {versions[0]['id']}; nothing "
+                              "changed, no new version recorded\n")
+    code, out, _ = await membridge(config, "memory", "history", "--json")
+    assert len(json.loads(out)) == 2
+
+
+# ------------------------------------------------------------------ run: what it says
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _status_lines(stderr: str) -> list[str]:
+    """The `membridge run` status lines, without their time stamps."""
+    return [line.split(" INFO membridge: ", 1)[1] for line in stderr.splitlines() if " INFO membridge: " in line]
+
+
+async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file, tmp_path) -> None:
+    import re
+    import signal
+
+    from fakes.slack_server import BOT_TOKEN, FakeSlack
+    from fakes.telegram_server import TOKEN, FakeTelegram
+
+    port, slack_port = _free_port(), _free_port()
+    async with FakeTelegram() as telegram, FakeSlack() as slack:
+        config = config_file(
+            channels={"terminal": {"user": "alice"},
+                      "telegram": {"enabled": True, "token": TOKEN, "base_url": telegram.base_url},
+                      "slack": {"enabled": True, "bot_token": "${SLACK_BOT_TOKEN}", "signing_secret": "s3cret-sign",
+                                "api_url": slack.api_url, "port": slack_port}},
+            console={"enabled": True, "port": port, "token": "console-read-token"})
+        env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN}  # as an operator sets it: bolt must not warn about it
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bridge", "--config", str(config), "run", cwd=ROOT, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert process.stderr is not None
+        seen: list[str] = []
+        while not any("INFO membridge: running:" in line for line in seen):
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, "".join(seen)
+            seen.append(line.decode())
+        process.send_signal(signal.SIGTERM)
+        out, rest = await asyncio.wait_for(process.communicate(), 60)
+    stderr = "".join(seen) + rest.decode()
+    assert process.returncode == 0, stderr
+    lines = _status_lines(stderr)
+    assert lines[:2] == ["embeddings: none (keyword search only)",
+                         f"console: http://127.0.0.1:{port}/ (sign in with console.token or console.admin_token)"]
+    assert re.fullmatch(r"nightly run \(summaries, Deep Dream\): next at \d{4}-\d\d-\d\d \d\d:\d\d", lines[2])
+    assert lines[3] == "telegram: @membridge_bot (polling)"
+    assert lines[4] == f"slack: team Fake Team as @membridge (Events API at http://127.0.0.1:{slack_port}/slack/events)"
+    assert lines[5:] == ["running: terminal, telegram, slack; Ctrl-C or SIGTERM stops it",
+                         "stopped: terminal, telegram, slack (up 0h 00m)"]
+    assert "console-read-token" not in stderr and BOT_TOKEN not in stderr
+    assert "token will be unused" not in stderr and "WARNING" not in stderr, stderr
+    assert out.decode().startswith("membridge — chatting as alice (memory scope terminal-alice).")
+
+
+def _read_until(fd: int, marker: str, timeout_s: float = 60.0) -> str:
+    """What a pseudo-terminal shows until ``marker`` appears (or the process ends)."""
+    import select
+    import time
+
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while marker.encode() not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the process closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_on_a_terminal_the_chat_shows_no_log_lines_and_refuses_a_cut_paste(config_file, tmp_path) -> None:
+    import pty
+
+    config = config_file()  # an LLM that cannot be reached: every turn logs a warning
+    master, slave = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "bridge", "--config", str(config), "run"], cwd=ROOT,
+                               stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    try:
+        screen = _read_until(master, "you> ")
+        os.write(master, b"hello\n")
+        screen += _read_until(master, "you> ")
+        os.write(master, b"x" * 5000 + b"\n")  # the terminal delivers 4,095 bytes of it
+        screen += _read_until(master, "it was not sent.")
+        os.write(master, b"\x04")  # Ctrl-D
+        screen += _read_until(master, "stopped: terminal")
+        assert process.wait(60) == 0, screen
+    finally:
+        process.kill()
+        os.close(master)
+    log_file = tmp_path / "ws" / "membridge.log"
+    assert f"INFO membridge: log: {log_file} (the chat below shows the bot's messages only)" in screen
+    assert "bot> I can't reach my language model right now" in screen
+    assert "WARNING" not in screen and "bridge.agent" not in screen  # the warning went to the log file
+    assert "WARNING bridge.agent" in log_file.read_text()
+    assert "(That line reached the terminal's limit of 4,095 bytes, so its end was probably cut off; it was not " \
+           "sent. Paste long text in parts, or pipe it in: membridge chat < notes.txt)" in screen
+    assert screen.count("bot> ") == 1  # the cut line was not answered
+    assert "INFO membridge: stopped: terminal (up 0h 00m)" in screen
+
+
+async def test_a_long_piped_line_is_read_whole(config_file, fake_llm) -> None:
+    long_note = "remember " + " ".join(f"word{n}" for n in range(1500))  # ~13,000 characters on one line
+    fake_llm.reply("noted")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "--config", str(config_file(fake_llm.base_url)), "chat", cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(f"{long_note}\n".encode()), 60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().endswith("noted\n")
+    assert fake_llm.requests[-1]["messages"][-1] == {"role": "user", "content": long_note}
+
+
+async def test_without_an_llm_the_chat_saves_notes_and_answers_with_search_results(config_file, tmp_path) -> None:
+    scope_dir = tmp_path / "ws" / "scopes" / "terminal-alice"
+    scope_dir.mkdir(parents=True)
+    (scope_dir / "MEMORY.md").write_text("- has a cat\n- likes tea\n")
+    chat = "I like green tea from Kyoto\nwhat tea do I like?\n/memory forget cat\n/memory revert\n"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "--config", str(config_file(llm={})), "chat", cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(chat.encode()), 60)
+    assert process.returncode == 0, err.decode()
+    today = date.today()
+    lines = out.decode().splitlines()
+    assert lines[:2] == [
+        "membridge — chatting as alice (memory scope terminal-alice). /help lists commands; Ctrl-D quits.",
+        "No language model is connected: I save what you tell me and answer questions with memory search results. "
+        "For real answers set OPENAI_API_KEY, or llm.base_url in config.yaml (e.g. Ollama: http://localhost:11434/v1).",
+    ]
+    assert lines[2] == f"Saved to today's memory (memory/{today}.md)."
+    assert (scope_dir / "memory" / f"{today}.md").read_text() == "- I like green tea from Kyoto\n"
+    assert lines[3] == "Memory search results (no language model is connected, so this is not an AI answer):"
+    assert lines[4].startswith("1. ") and lines[5].startswith("2. ")
+    assert any(f". - I like green tea from Kyoto (memory/{today}.md:1, score 0." in line for line in lines[4:6])
+    assert "Forgot 1 entry" in out.decode()
+    assert "MEMORY.md restored" in out.decode() and "only an admin" not in out.decode()  # the terminal user may
+    assert (scope_dir / "MEMORY.md").read_text() == "- has a cat\n- likes tea\n"
+
+
+async def test_logging_as_json_to_a_file(config_file, tmp_path) -> None:
+    config = config_file(logging={"format": "json", "file": "logs/bot.jsonl"})  # relative to the config's folder
+    code, _, err = await membridge(config, "run")  # stdin is empty: the terminal chat ends at once
+    assert code == 0, err
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    said = [(r["level"], r["logger"], r["message"]) for r in records if r["logger"] == "membridge"]
+    assert said[-2:] == [("info", "membridge", "running: terminal; Ctrl-C or SIGTERM stops it"),
+                         ("info", "membridge", "stopped: terminal (up 0h 00m)")]
+    assert all(set(r) == {"time", "level", "logger", "message"} and r["time"][:2] == "20" for r in records)
+    assert [json.loads(line) for line in (tmp_path / "logs" / "bot.jsonl").read_text().splitlines()] == records

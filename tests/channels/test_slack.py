@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -413,3 +414,19 @@ async def test_a_slash_command_over_socket_mode(slack: FakeSlack, recorder: Reco
     assert ack["envelope_id"] == envelope_id
     assert recorder.messages[0].text == "/knowledge list"
     assert response["text"] == "echo: /knowledge list"
+
+
+async def test_slack_bot_token_in_the_environment_brings_no_bolt_warning(
+    slack: FakeSlack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """bolt reads SLACK_BOT_TOKEN itself and warns that it goes unused; the channel keeps it from bolt."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    caplog.set_level("WARNING")
+    channel = SlackChannel(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url)
+    assert caplog.records == []
+    assert os.environ["SLACK_BOT_TOKEN"] == BOT_TOKEN  # restored for everyone else
+    await _running(channel, recorder)
+    try:
+        assert channel.describe() == "slack: team Fake Team as @membridge (Socket Mode)"
+    finally:
+        await channel.stop()

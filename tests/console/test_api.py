@@ -360,10 +360,10 @@ async def test_start_in_background_serves_beside_the_bot(tmp_path: Path) -> None
     port = _free_port()
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={**TOKENS, "port": port,
                                                                                "enabled": True})
-    task = start_in_background(services)
+    task = await start_in_background(services)
     assert task is not None
     try:
-        for _ in range(100):  # the task binds the port soon after it is scheduled
+        for _ in range(100):  # the port is bound once start_in_background returns
             try:
                 async with aiohttp.ClientSession() as session, \
                         session.get(f"http://127.0.0.1:{port}/api/whoami", headers=READ) as response:
@@ -381,10 +381,10 @@ async def test_start_in_background_serves_beside_the_bot(tmp_path: Path) -> None
 
 async def test_start_in_background_when_disabled_or_misconfigured(tmp_path: Path) -> None:
     disabled = make_services(tmp_path / "a", "http://127.0.0.1:9/v1", console=TOKENS)
-    assert start_in_background(disabled) is None
+    assert await start_in_background(disabled) is None
     no_token = make_services(tmp_path / "b", "http://127.0.0.1:9/v1", console={"enabled": True})
     with pytest.raises(ConsoleError, match=r"console\.token"):
-        start_in_background(no_token)
+        await start_in_background(no_token)
 
 
 async def test_start_in_background_logs_a_port_in_use(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -394,8 +394,8 @@ async def test_start_in_background_logs_a_port_in_use(tmp_path: Path, caplog: py
         port = taken.getsockname()[1]
         services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={**TOKENS, "port": port,
                                                                                    "enabled": True})
-        task = start_in_background(services)
-        assert task is not None
+        task = await start_in_background(services)
+        assert task is not None and task.done()
         with pytest.raises(ConsoleError, match="cannot listen"):
             await task
         await asyncio.sleep(0)  # let the done-callback run
