@@ -116,11 +116,7 @@ class KnowledgeService:
 
     def build_graph(self) -> KnowledgeGraph:
         """Pages as nodes and the links between them as undirected edges (self and dead links dropped)."""
-        scanned = self._scan(None)
-        paths = {page.path for page, _text in scanned}
-        slugs: dict[str, list[str]] = {}
-        for page, _text in scanned:
-            slugs.setdefault(page.slug, []).append(page.category)
+        scanned, paths, slugs = self._catalogue()
         pairs: set[tuple[str, str]] = set()
         for page, text in scanned:
             for target in _link_targets(page.category, text, slugs):
@@ -128,6 +124,27 @@ class KnowledgeService:
                     pairs.add((min(page.path, target), max(page.path, target)))
         nodes = [{"id": page.path, "title": page.title, "category": page.category} for page, _text in scanned]
         return KnowledgeGraph(nodes, [{"source": a, "target": b} for a, b in sorted(pairs)])
+
+    def link_resolver(self, page: str) -> Callable[[str, bool], str | None]:
+        """How the links of ``page`` resolve, by the rules of :meth:`build_graph`: the returned
+        ``resolve(link, wiki)`` gives the path (``knowledge/<category>/<slug>.md``) of the existing
+        page that a markdown href (``wiki=False``) or a ``[[reference]]`` (``wiki=True``) leads to, else None."""
+        category, _slug = _parse_page(page)
+        _scanned, paths, slugs = self._catalogue()
+
+        def resolve(link: str, wiki: bool) -> str | None:
+            target = _wiki_target(category, link.strip(), slugs) if wiki else _markdown_target(category, link)
+            return target if target in paths else None
+
+        return resolve
+
+    def _catalogue(self) -> tuple[list[tuple[KnowledgePage, str]], set[str], dict[str, list[str]]]:
+        """Every page with its text, the set of page paths, and the categories holding each slug."""
+        scanned = self._scan(None)
+        slugs: dict[str, list[str]] = {}
+        for page, _text in scanned:
+            slugs.setdefault(page.slug, []).append(page.category)
+        return scanned, {page.path for page, _text in scanned}, slugs
 
     # ================================================================ writes
     def write(self, page: str, content: str, *, actor: str) -> KnowledgePage:

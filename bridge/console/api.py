@@ -71,6 +71,15 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return json_error(status, str(exc))
 
 
+async def _json_body(request: web.Request, example: str) -> object:
+    """The request's JSON body ({} when empty); anything else is a 400 showing ``example``."""
+    raw = await request.text()
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        raise views.BadRequest(f"the body must be JSON like {example}") from None
+
+
 @routes.get("/api/whoami")
 async def whoami(request: web.Request) -> web.Response:
     settings = request.app[SERVICES].config.console
@@ -95,13 +104,14 @@ async def memory_version(request: web.Request) -> web.Response:
 
 @routes.post("/api/scopes/{scope}/memory/revert")
 async def memory_revert(request: web.Request) -> web.Response:
-    raw = await request.text()
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        raise views.BadRequest('the body must be JSON like {"version": 3}') from None
-    version = views.parse_revert_body(body)
+    version = views.parse_revert_body(await _json_body(request, '{"version": 3}'))
     return _reply(await _in_thread(request, views.revert, request.match_info["scope"], version))
+
+
+@routes.post("/api/scopes/{scope}/lines")
+async def edit_lines(request: web.Request) -> web.Response:
+    edit = views.parse_line_edit(await _json_body(request, '{"file": "MEMORY.md", "op": "add", ...}'))
+    return _reply(await _in_thread(request, views.edit_lines, request.match_info["scope"], edit))
 
 
 @routes.get("/api/scopes/{scope}/daily")

@@ -3,18 +3,25 @@
 These run in worker threads (they touch files and SQLite), so they take plain strings, never the
 HTTP request. They raise :class:`BadRequest`, :class:`NotFound` or :class:`Conflict` (or the memory
 package's own ``ScopeError``/``MemoryPathError``/``KnowledgeError``), which the API maps to statuses.
+
+Files the console can edit (MEMORY.md, a daily file) are served with the SHA-256 of their bytes; an
+edit names that hash as its base and is refused (409) when the file has changed since, so nobody
+overwrites what they have not seen.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from memory.dream import MemoryFile, Version, count_entries, unified_diff
+from memory.files import atomic_write
 from memory.knowledge import KnowledgePage
 from memory.scopes import validate_scope
 
@@ -98,13 +105,19 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 # --------------------------------------------------------------- MEMORY.md
 def memory_view(services: Services, scope: str) -> JSON:
     memory_file = services.dreamer.memory_file
     scope = existing_scope(services, scope)
+    data = memory_file.read(scope)
     return {
         "scope": scope,
-        "content": _text(memory_file.read(scope)),
+        "content": _text(data),
+        "sha256": _sha256(data),
         "versions": [_version_summary(version) for version in memory_file.versions(scope)],
     }
 
@@ -165,7 +178,7 @@ def revert(services: Services, scope: str, version: int | None) -> JSON:
     except KeyError as exc:
         message = str(exc.args[0])
         raise (Conflict(message) if version is None else NotFound(message)) from None
-    return {"scope": scope, "version": new_version, "diff": diff}
+    return {"scope": scope, "version": new_version, "diff": diff, "changed": bool(diff)}
 
 
 # ---------------------------------------------------------- daily / dreams
@@ -206,19 +219,30 @@ def _dated_file(services: Services, scope: str, day: str, folder: str, what: str
     path = services.memory.resolve(scope, f"{folder}/{day}.md")
     if not path.is_file():
         raise NotFound(f"scope {scope!r} has no {what} for {day}")
-    return {"date": day, "content": _text(path.read_bytes())}
+    data = path.read_bytes()
+    return {"date": day, "content": _text(data), "sha256": _sha256(data)}
 
 
 # ------------------------------------------------------------------ search
 def search(services: Services, query: Mapping[str, str]) -> JSON:
-    """Every score that went into the ranking, with ``min_score=0`` so weak hits show too."""
+    """What ``membridge memory search`` finds, with every score that went into the ranking;
+    ``weak=1`` adds the weak neighbours that ``memory.min_score`` drops (``min_score`` 0)."""
     words = query.get("q", "").strip()
     if not words:
         raise BadRequest("q is required: the words to search for")
     scope = existing_scope(services, query.get("scope", ""))
     limit = _parse_limit(query.get("limit"))
-    results = services.memory.search(words, scope, limit=limit, min_score=0.0)
-    return {"query": words, "scope": scope, "results": [result.to_dict() for result in results]}
+    weak = _parse_flag(query.get("weak"), "weak")
+    results = services.memory.search(words, scope, limit=limit, min_score=0.0 if weak else None)
+    return {"query": words, "scope": scope, "weak": weak, "results": [result.to_dict() for result in results]}
+
+
+def _parse_flag(raw: str | None, name: str) -> bool:
+    if raw in (None, "", "0", "false"):
+        return False
+    if raw in ("1", "true"):
+        return True
+    raise BadRequest(f"{name} must be 1 or 0, got {raw!r}")
 
 
 def _parse_limit(raw: str | None) -> int | None:
@@ -240,10 +264,123 @@ def _page_summary(page: KnowledgePage) -> JSON:
 
 
 def knowledge_page(services: Services, path: str | None) -> JSON:
+    """The page's markdown, and its safe HTML with page links resolved (see :mod:`.markdown`)."""
+    from .markdown import render_page
+
     if not path:
         raise BadRequest("path is required, e.g. path=tech/deploy")
-    return {"path": path, "content": services.knowledge.read(path)}
+    content = services.knowledge.read(path)
+    return {"path": path, "content": content, "html": render_page(content, services.knowledge.link_resolver(path))}
 
 
 def knowledge_graph(services: Services) -> JSON:
     return services.knowledge.build_graph().to_dict()
+
+
+# -------------------------------------------------------------- line edits
+EDIT_OPS = ("add", "edit", "delete")
+MAX_LINE_CHARS = 4000
+_DAILY_FILE_RE = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class LineEdit:
+    """One change to one line of MEMORY.md or a daily file, made over the bytes the editor saw."""
+
+    file: str  # "MEMORY.md" or "memory/YYYY-MM-DD.md"
+    base: str  # SHA-256 of the file as the editor read it
+    op: str  # add (after line ``line``: 0 is the top, None the end) | edit | delete
+    line: int | None
+    text: str
+    preview: bool  # only compute the diff, write nothing
+
+
+def parse_line_edit(body: object) -> LineEdit:
+    """The body of ``POST /api/scopes/{scope}/lines``; every mistake is a 400 that says what is expected."""
+    if not isinstance(body, dict):
+        raise BadRequest('the body must be a JSON object like {"file": "MEMORY.md", "base": "<sha256>", '
+                         '"op": "edit", "line": 3, "text": "- likes tea"}')
+    op, file, base = body.get("op"), body.get("file"), body.get("base")
+    if op not in EDIT_OPS:
+        raise BadRequest(f"op must be one of {', '.join(EDIT_OPS)}, got {op!r}")
+    if file != "MEMORY.md" and not (isinstance(file, str) and _DAILY_FILE_RE.match(file)):
+        raise BadRequest(f"file must be MEMORY.md or memory/YYYY-MM-DD.md, got {file!r}")
+    if file != "MEMORY.md":
+        parse_date(file.removeprefix("memory/").removesuffix(".md"))
+    if not isinstance(base, str) or not _SHA256_RE.match(base):
+        raise BadRequest("base must be the sha256 the file was served with (64 hex digits)")
+    line = _parse_line_number(body.get("line"), op)
+    text = body.get("text", "")
+    if op != "delete" and (not isinstance(text, str) or not text.strip() or "\n" in text or "\r" in text
+                           or len(text) > MAX_LINE_CHARS):
+        raise BadRequest(f"text must be one non-empty line of at most {MAX_LINE_CHARS} characters")
+    preview = body.get("preview", False)
+    if not isinstance(preview, bool):
+        raise BadRequest(f"preview must be true or false, got {preview!r}")
+    return LineEdit(file, base, op, line, text if op != "delete" else "", preview)
+
+
+def _parse_line_number(raw: object, op: str) -> int | None:
+    """1 or more for edit and delete; for add, 0 or more (or null: at the end)."""
+    if raw is None and op == "add":
+        return None
+    lowest = 0 if op == "add" else 1
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < lowest:
+        raise BadRequest(f"line must be a whole number of {lowest} or more for {op}, got {raw!r}")
+    return raw
+
+
+def edit_lines(services: Services, scope: str, edit: LineEdit) -> JSON:
+    """Apply ``edit`` if the file still has the bytes of ``edit.base`` (else 409), under the workspace
+    lock. MEMORY.md then gets a new version; the index follows (the scope is marked for re-sync)."""
+    scope = existing_scope(services, scope)
+    path = services.memory.resolve(scope, edit.file)
+    if edit.file != "MEMORY.md" and not path.is_file():
+        raise NotFound(f"scope {scope!r} has no daily memory {edit.file}")
+    with services.memory.lock:
+        before = path.read_bytes() if path.is_file() else b""
+        if _sha256(before) != edit.base:
+            raise Conflict(f"{edit.file} of scope {scope!r} has changed since you opened it (another edit, a dream "
+                           "or the bot wrote to it); reload it to see the change, then make your edit again")
+        after = _apply(before, edit)
+        version = None if edit.preview else _save(services, scope, path, edit, after)
+    return {"scope": scope, "file": edit.file, "preview": edit.preview, "version": version,
+            "diff": _file_diff(edit.file, _text(before), _text(after)), "content": _text(after),
+            "sha256": _sha256(after)}
+
+
+def _file_diff(file: str, before: str, after: str) -> str:
+    """:func:`unified_diff` names its sides MEMORY.md; a daily file's diff names that file instead."""
+    diff = unified_diff(before, after)
+    return diff if file == "MEMORY.md" else diff.replace("MEMORY.md (", f"{file} (", 2)
+
+
+def _apply(data: bytes, edit: LineEdit) -> bytes:
+    lines = _text(data).splitlines(keepends=True)
+    if edit.op == "add":
+        at = len(lines) if edit.line is None else edit.line
+        if at > len(lines):
+            raise BadRequest(f"{edit.file} has {len(lines)} lines; cannot add after line {at}")
+        if at == len(lines) and lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines.insert(at, edit.text + "\n")
+    else:
+        assert edit.line is not None
+        if edit.line > len(lines):
+            raise BadRequest(f"{edit.file} has {len(lines)} lines; there is no line {edit.line}")
+        if edit.op == "delete":
+            del lines[edit.line - 1]
+        else:
+            lines[edit.line - 1] = edit.text + ("\n" if lines[edit.line - 1].endswith("\n") else "")
+    return "".join(lines).encode("utf-8")
+
+
+def _save(services: Services, scope: str, path: Path, edit: LineEdit, data: bytes) -> int | None:
+    """MEMORY.md through its versions (revertible); a daily file atomically. Returns the version."""
+    where = "at the end" if edit.line is None else f"line {edit.line}"
+    if edit.file == "MEMORY.md":
+        return services.dreamer.memory_file.write(scope, data, f"console: {edit.op} {where}")
+    atomic_write(path, data)
+    services.memory.mark_dirty(scope)
+    return None

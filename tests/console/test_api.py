@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import socket
@@ -21,10 +22,12 @@ from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
 from memory.dream import unified_diff
+from memory.knowledge import KnowledgeService
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = {"Authorization": "Bearer read-tok"}
 ADMIN = {"Authorization": "Bearer admin-tok"}
+SHA_V2 = hashlib.sha256(b"- likes tea\n- lives in Lisbon\n").hexdigest()
 TOKENS = {"token": "read-tok", "admin_token": "admin-tok"}
 
 # 2026-02-01T10:00:00Z and later: fixed mtimes make last_activity and modified exact.
@@ -151,6 +154,7 @@ async def test_memory_shows_the_file_and_its_versions(client: TestClient, servic
     assert await _json(client, "/api/scopes/alice/memory") == {
         "scope": "alice",
         "content": V2.decode(),
+        "sha256": SHA_V2,
         "versions": [
             {"id": 2, "created_at": iso_time(created[2]), "cause": "deep dream", "entries": 2},
             {"id": 1, "created_at": iso_time(created[1]), "cause": "hand edit", "entries": 2},
@@ -182,11 +186,17 @@ async def test_a_version_that_is_not_there(client: TestClient, path: str, status
 # ---------------------------------------------------------------- revert
 async def test_revert_restores_the_exact_bytes_of_the_chosen_version(client: TestClient, services: Services) -> None:
     body = await _json(client, "/api/scopes/alice/memory/revert", method="POST", json={"version": 1}, headers=ADMIN)
-    assert body == {"scope": "alice", "version": 4, "diff": unified_diff(V2.decode(), V1.decode())}
+    assert body == {"scope": "alice", "version": 4, "diff": unified_diff(V2.decode(), V1.decode()), "changed": True}
     assert services.workspace.memory_file("alice").read_bytes() == V1
     versions = (await _json(client, "/api/scopes/alice/memory"))["versions"]
     assert [(v["id"], v["cause"]) for v in versions] == [(4, "revert to version 1"), (2, "deep dream"),
                                                          (1, "hand edit")]
+
+
+async def test_revert_to_what_the_file_already_holds_records_nothing(client: TestClient, services: Services) -> None:
+    body = await _json(client, "/api/scopes/alice/memory/revert", method="POST", json={"version": 2}, headers=ADMIN)
+    assert body == {"scope": "alice", "version": 2, "diff": "", "changed": False}
+    assert len(services.dreamer.memory_file.versions("alice")) == 2
 
 
 async def test_revert_without_a_version_goes_back_one(client: TestClient, services: Services) -> None:
@@ -216,6 +226,87 @@ async def test_revert_with_a_body_that_is_not_json(client: TestClient) -> None:
     await _json(client, "/api/scopes/alice/memory/revert", 400, method="POST", data=b"{version", headers=ADMIN)
 
 
+# ------------------------------------------------------------- line edits
+def _edit(**fields: object) -> dict[str, object]:
+    return {"file": "MEMORY.md", "base": SHA_V2, **fields}
+
+
+async def test_an_edit_is_previewed_then_saved_as_a_new_version(client: TestClient, services: Services) -> None:
+    path = services.workspace.memory_file("alice")
+    edit = _edit(op="edit", line=2, text="- lives in Porto")
+    preview = await _json(client, "/api/scopes/alice/lines", method="POST", json={**edit, "preview": True}, headers=ADMIN)
+    after = b"- likes tea\n- lives in Porto\n"
+    assert preview == {"scope": "alice", "file": "MEMORY.md", "preview": True, "version": None,
+                       "diff": unified_diff(V2.decode(), after.decode()), "content": after.decode(),
+                       "sha256": hashlib.sha256(after).hexdigest()}
+    assert path.read_bytes() == V2  # a preview writes nothing
+    saved = await _json(client, "/api/scopes/alice/lines", method="POST", json=edit, headers=ADMIN)
+    assert saved == {**preview, "preview": False, "version": 4}
+    assert path.read_bytes() == after
+    versions = services.dreamer.memory_file.versions("alice")
+    assert [(v.id, v.cause) for v in versions][:2] == [(4, "console: edit line 2"), (2, "deep dream")]
+    assert [r.text for r in services.memory.search("Porto", "alice") if r.path == "MEMORY.md"] == [after.decode().strip()]
+
+
+async def test_add_and_delete_lines(client: TestClient, services: Services) -> None:
+    body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
+                       json=_edit(op="add", line=None, text="- has a cat called Miso"))
+    assert body["content"] == "- likes tea\n- lives in Lisbon\n- has a cat called Miso\n"
+    body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
+                       json=_edit(base=body["sha256"], op="add", line=0, text="# Alice"))
+    assert body["content"] == "# Alice\n- likes tea\n- lives in Lisbon\n- has a cat called Miso\n"
+    body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
+                       json=_edit(base=body["sha256"], op="delete", line=3))
+    assert services.workspace.memory_file("alice").read_text() == "# Alice\n- likes tea\n- has a cat called Miso\n"
+    assert "\n-- lives in Lisbon\n" in body["diff"]
+
+
+async def test_an_edit_over_someone_elses_change_is_refused(client: TestClient, services: Services) -> None:
+    services.dreamer.memory_file.write("alice", b"- likes coffee\n", "deep dream")  # after the page loaded
+    body = await _json(client, "/api/scopes/alice/lines", 409, method="POST", headers=ADMIN,
+                       json=_edit(op="delete", line=1))
+    assert body["error"] == ("MEMORY.md of scope 'alice' has changed since you opened it (another edit, a dream or "
+                             "the bot wrote to it); reload it to see the change, then make your edit again")
+    assert services.workspace.memory_file("alice").read_bytes() == b"- likes coffee\n"
+
+
+async def test_a_daily_line_edit_and_the_index_follows(client: TestClient, services: Services) -> None:
+    day = await _json(client, "/api/scopes/alice/daily/2026-01-31")
+    body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN, json={
+        "file": "memory/2026-01-31.md", "base": day["sha256"], "op": "edit", "line": 1,
+        "text": "- the cat is called Mochi"})
+    assert body["version"] is None and body["content"] == "- the cat is called Mochi\n"
+    assert "+- the cat is called Mochi\n" in body["diff"] and body["diff"].startswith("--- memory/2026-01-31.md (before)")
+    found = await _json(client, "/api/search?q=Mochi&scope=alice")
+    assert [r["path"] for r in found["results"]] == ["memory/2026-01-31.md"]
+    assert (await _json(client, "/api/search?q=Miso&scope=alice"))["results"][0]["path"] == "knowledge/pets/cats.md"
+
+
+@pytest.mark.parametrize(("payload", "status"), [
+    (_edit(op="edit", line=9, text="x"), 400),  # no such line
+    (_edit(op="add", line=5, text="x"), 400),
+    (_edit(op="edit", line=0, text="x"), 400),
+    (_edit(op="edit", line=1, text="two\nlines"), 400),
+    (_edit(op="edit", line=1, text="  "), 400),
+    (_edit(op="rename", line=1, text="x"), 400),
+    (_edit(op="delete", line=1, base="abc"), 400),
+    (_edit(op="delete", line=1, file="../bob/MEMORY.md"), 400),
+    (_edit(op="delete", line=1, file="memory/2026-13-01.md"), 400),
+    (_edit(op="delete", line=1, file="memory/2026-01-29.md"), 404),
+    (_edit(op="delete", line=1, preview="yes"), 400),
+    ([1], 400),
+])
+async def test_a_bad_edit_is_refused_and_changes_nothing(client: TestClient, services: Services, payload: object,
+                                                        status: int) -> None:
+    await _json(client, "/api/scopes/alice/lines", status, method="POST", json=payload, headers=ADMIN)
+    assert services.workspace.memory_file("alice").read_bytes() == V2
+
+
+async def test_the_read_token_cannot_edit(client: TestClient, services: Services) -> None:
+    await _json(client, "/api/scopes/alice/lines", 403, method="POST", json=_edit(op="delete", line=1))
+    assert services.workspace.memory_file("alice").read_bytes() == V2
+
+
 # ---------------------------------------------------------- daily, dreams
 async def test_daily_memory_by_date(client: TestClient) -> None:
     assert await _json(client, "/api/scopes/alice/daily") == [
@@ -223,7 +314,8 @@ async def test_daily_memory_by_date(client: TestClient) -> None:
         {"date": "2026-01-30", "size": len("- booked flights to Porto\n")},
     ]
     assert await _json(client, "/api/scopes/alice/daily/2026-01-30") == {
-        "date": "2026-01-30", "content": "- booked flights to Porto\n"}
+        "date": "2026-01-30", "content": "- booked flights to Porto\n",
+        "sha256": hashlib.sha256(b"- booked flights to Porto\n").hexdigest()}
     assert await _json(client, "/api/scopes/bob/daily") == []
 
 
@@ -231,7 +323,8 @@ async def test_dream_diaries_by_date(client: TestClient) -> None:
     assert await _json(client, "/api/scopes/alice/dreams") == [
         {"date": "2026-01-31", "size": len("## 03:00\nTravel plans again.\n")}]
     assert await _json(client, "/api/scopes/alice/dreams/2026-01-31") == {
-        "date": "2026-01-31", "content": "## 03:00\nTravel plans again.\n"}
+        "date": "2026-01-31", "content": "## 03:00\nTravel plans again.\n",
+        "sha256": hashlib.sha256(b"## 03:00\nTravel plans again.\n").hexdigest()}
 
 
 @pytest.mark.parametrize("day", ["2026-13-01", "2026-02-30", "2026-1-1", "notes", "..%2FMEMORY", "..%2F..%2Findex.db"])
@@ -269,8 +362,11 @@ async def test_unknown_endpoints_and_methods_answer_in_json(client: TestClient) 
 # ---------------------------------------------------------------- search
 async def test_search_shows_every_score(client: TestClient, services: Services) -> None:
     body = await _json(client, "/api/search?q=Miso&scope=alice&limit=5")
-    expected = services.memory.search("Miso", "alice", limit=5, min_score=0.0)
-    assert body == {"query": "Miso", "scope": "alice", "results": [r.to_dict() for r in expected]}
+    expected = services.memory.search("Miso", "alice", limit=5)  # what the CLI finds: memory.min_score applies
+    assert body == {"query": "Miso", "scope": "alice", "weak": False, "results": [r.to_dict() for r in expected]}
+    weak = await _json(client, "/api/search?q=Miso&scope=alice&limit=5&weak=1")
+    everything = services.memory.search("Miso", "alice", limit=5, min_score=0.0)
+    assert weak == {"query": "Miso", "scope": "alice", "weak": True, "results": [r.to_dict() for r in everything]}
     hits = {(r.path, r.start_line, r.end_line, r.source, r.scope) for r in expected}
     assert hits == {("memory/2026-01-31.md", 1, 1, "memory", "alice"),
                     ("knowledge/pets/cats.md", 1, 2, "knowledge", "@knowledge")}
@@ -284,10 +380,26 @@ async def test_search_keeps_to_the_scope(client: TestClient) -> None:
     assert [r["path"] for r in body["results"]] == ["knowledge/tech/servers.md"]
 
 
+async def test_weak_vector_neighbours_show_only_when_asked(tmp_path: Path) -> None:
+    from memory import HashEmbedding, MemoryManager
+
+    services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console=TOKENS)
+    services.__dict__["memory"] = MemoryManager(services.workspace, services.config.memory,
+                                                embedder=HashEmbedding(dim=64))  # vectors, deterministic
+    notes = "".join(f"- note number {n} about topic {n * 7}\n\n" for n in range(30))  # no word of the query
+    _write(services.workspace.daily_dir("alice") / "2026-01-31.md", notes, T0)
+    async with TestClient(TestServer(create_app(services))) as client:
+        plain = await _json(client, "/api/search?q=zebra%20migration&scope=alice")
+        weak = await _json(client, "/api/search?q=zebra%20migration&scope=alice&weak=1")
+    services.close()
+    assert plain["results"] == []  # what `membridge memory search` shows: nothing passes memory.min_score
+    assert weak["results"] and all(r["keyword_score"] is None and r["vector_score"] < 0.25 for r in weak["results"])
+
+
 @pytest.mark.parametrize(("query", "status"), [
     ("scope=alice", 400), ("q=%20&scope=alice", 400), ("q=Miso", 400), ("q=Miso&scope=..%2Fx", 400),
     ("q=Miso&scope=carol", 404), ("q=Miso&scope=alice&limit=0", 400), ("q=Miso&scope=alice&limit=101", 400),
-    ("q=Miso&scope=alice&limit=ten", 400),
+    ("q=Miso&scope=alice&limit=ten", 400), ("q=Miso&scope=alice&weak=yes", 400),
 ])
 async def test_search_refuses_bad_parameters(client: TestClient, query: str, status: int) -> None:
     await _json(client, f"/api/search?{query}", status)
@@ -304,9 +416,31 @@ async def test_knowledge_pages_and_their_text(client: TestClient) -> None:
          "size": len("# Servers\nThe Porto box.\n"), "modified": _iso(1)},
     ]
     assert await _json(client, "/api/knowledge/page?path=tech/servers") == {
-        "path": "tech/servers", "content": "# Servers\nThe Porto box.\n"}
-    assert await _json(client, "/api/knowledge/page?path=knowledge/pets/cats.md") == {
-        "path": "knowledge/pets/cats.md", "content": "# Cats\nMiso is a cat.\n"}
+        "path": "tech/servers", "content": "# Servers\nThe Porto box.\n", "html": "<h1>Servers</h1>\n<p>The Porto box.</p>\n"}
+    deploy = await _json(client, "/api/knowledge/page?path=knowledge/tech/deploy.md")
+    assert deploy["html"] == (
+        '<h1>Deploying</h1>\n<p>See <a href="#knowledge/tech/servers.md" class="page-link" '
+        'data-page="knowledge/tech/servers.md">tech/servers</a> and <a href="#knowledge/pets/cats.md" '
+        'class="page-link" data-page="knowledge/pets/cats.md">cats</a>.</p>\n')
+
+
+HOSTILE = """# Hostile <img src=x onerror="window.pwned=1">
+<script>window.pwned = 1</script>
+<a href="javascript:window.pwned=1">raw link</a> [md link](javascript:window.pwned=1) [data](data:text/html,x)
+![pixel](https://tracker.example/p.png) [[tech/servers|the <b>servers</b>]] [[nowhere]] [away](https://example.org/)
+"""
+
+
+async def test_a_hostile_page_renders_as_inert_html(client: TestClient, services: Services) -> None:
+    KnowledgeService(services.memory).write("tech/hostile", HOSTILE, actor="test")
+    html = (await _json(client, "/api/knowledge/page?path=tech/hostile"))["html"]
+    assert "<script" not in html and "<img" not in html and "<b>" not in html and 'href="javascript' not in html
+    assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html and 'href="data' not in html
+    assert "[md link](javascript:window.pwned=1)" in html  # an unsafe link stays text
+    assert ('<a href="#knowledge/tech/servers.md" class="page-link" data-page="knowledge/tech/servers.md">'
+            "the &lt;b&gt;servers&lt;/b&gt;</a>") in html
+    assert '<span class="dead-link" title="no such page in the knowledge base">nowhere</span>' in html
+    assert '<a href="https://example.org/" target="_blank" rel="noopener noreferrer">away</a>' in html
 
 
 @pytest.mark.parametrize(("path", "status"), [

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,7 +92,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,950", f"--user-data-dir={tmp_path / 'chromium'}"):
+                 "--disable-dev-shm-usage", "--window-size=1400,900", f"--user-data-dir={tmp_path / 'chromium'}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
@@ -192,3 +194,134 @@ def test_a_wrong_token_leads_back_to_sign_in(browser: WebDriver, console_url: st
     browser.find_element(By.CSS_SELECTOR, "#login-form button[type='submit']").click()
     _text_in(browser, "role", "read-only")
     assert browser.execute_script("return sessionStorage.getItem('membridge.console.token')") == "read-tok"
+
+
+# ------------------------------------------------------------ reads well
+PHONE = (390, 844)
+HOSTILE = """# Hostile page
+<script>window.pwned = 1</script> <img src="x" onerror="window.pwned = 1">
+[a trap](javascript:window.pwned=1) and [[tech/servers|the servers page]] and [[nowhere]].
+"""
+
+
+def _age(path: Path, days: float) -> None:
+    stamp = time.time() - days * 86400
+    os.utime(path, (stamp, stamp))
+
+
+def _no_severe_errors(driver: WebDriver, expected: str = "") -> None:
+    """No script error, no Content-Security-Policy violation (``expected``: a refusal the test provoked)."""
+    errors = [entry for entry in driver.get_log("browser")  # type: ignore[attr-defined]
+              if entry["level"] == "SEVERE" and not (expected and expected in entry["message"])]
+    assert not errors, errors
+
+
+def test_it_opens_on_the_most_recent_scope_with_iso_dates(browser: WebDriver, console_url: str,
+                                                         services: Services) -> None:
+    workspace = services.workspace
+    _write(workspace.daily_dir("aaron") / "2026-01-02.md", "- an old note\n")  # first by name, long idle
+    _age(workspace.daily_dir("aaron") / "2026-01-02.md", 30)
+    _age(workspace.daily_dir("bob") / "2026-01-30.md", 10)
+    browser.get(f"{console_url}#token=read-tok")
+    _text_in(browser, "memory-content", "- lives in Lisbon")
+    assert browser.find_element(By.CSS_SELECTOR, "#scope-list .scope.active .scope-name").text == "alice"
+    dates = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#versions tbody td:nth-child(2)")]
+    assert len(dates) == 2 and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", date) for date in dates), dates
+    activity = browser.find_element(By.CSS_SELECTOR, "#scope-list [data-scope='aaron'] .scope-when").text
+    assert re.fullmatch(r"last activity \d{4}-\d\d-\d\d \d\d:\d\d", activity), activity
+
+
+def test_an_admin_edits_memory_line_by_line(browser: WebDriver, console_url: str, services: Services) -> None:
+    path = services.workspace.memory_file("alice")
+    browser.get(f"{console_url}#token=admin-tok")
+    _text_in(browser, "memory-content", "- lives in Lisbon")
+    browser.find_element(By.ID, "memory-edit-start").click()
+    line = _wait(browser, ec.visibility_of_element_located((By.CSS_SELECTOR, "#memory-editor li[data-line='2']")))
+    line.find_element(By.XPATH, ".//button[text()='Edit']").click()  # type: ignore[attr-defined]
+    field = browser.find_element(By.CSS_SELECTOR, "#memory-editor li[data-line='2'] input")
+    field.clear()
+    field.send_keys("- lives in Porto")
+    browser.find_element(By.XPATH, "//div[@id='memory-editor']//button[text()='Preview']").click()
+    _text_in(browser, "memory-editor", "+- lives in Porto")
+    assert "-- lives in Lisbon" in browser.find_element(By.CSS_SELECTOR, "#memory-editor .change pre.diff").text
+    assert path.read_bytes() == V2  # a preview writes nothing
+    _shot(browser, "console-edit.png")
+    browser.find_element(By.XPATH, "//button[text()='Save this change']").click()
+    _text_in(browser, "notice", "Saved: MEMORY.md is now version 3.")
+    assert path.read_bytes() == b"- likes tea\n- lives in Porto\n"
+    assert services.dreamer.memory_file.versions("alice")[0].cause == "console: edit line 2"
+
+    services.dreamer.memory_file.write("alice", b"- likes coffee\n", "deep dream")  # someone else, meanwhile
+    browser.find_element(By.XPATH, "//li[@data-line='1']//button[text()='Delete…']").click()
+    _text_in(browser, "notice", "has changed since you opened it")
+    assert path.read_bytes() == b"- likes coffee\n"
+
+    browser.find_element(By.CSS_SELECTOR, "#scope-tabs [data-pane='daily']").click()
+    _text_in(browser, "daily-content", "the cat is called Miso")
+    browser.find_element(By.ID, "daily-edit-start").click()
+    adding = _wait(browser, ec.visibility_of_element_located((By.CSS_SELECTOR, "#daily-editor .add-line input")))
+    adding.send_keys("Miso likes the balcony")  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "#daily-editor .add-line button").click()
+    _text_in(browser, "daily-editor", "+- Miso likes the balcony")
+    browser.find_element(By.XPATH, "//button[text()='Save this change']").click()
+    _text_in(browser, "notice", "Saved memory/2026-01-31.md.")
+    assert (services.workspace.daily_dir("alice") / "2026-01-31.md").read_text() == (
+        "- the cat is called Miso\n- Miso hates the vacuum\n- Miso likes the balcony\n")
+    _no_severe_errors(browser, expected="status of 409 (Conflict)")
+
+
+def test_knowledge_pages_render_safely_and_their_links_navigate(browser: WebDriver, console_url: str,
+                                                                services: Services) -> None:
+    _write(services.workspace.knowledge_dir / "tech" / "hostile.md", HOSTILE)
+    browser.get(f"{console_url}#token=read-tok")
+    _text_in(browser, "role", "read-only")
+    browser.find_element(By.CSS_SELECTOR, ".tab[data-view='knowledge']").click()
+    browser.find_element(By.CSS_SELECTOR, ".page[data-path='knowledge/tech/deploy.md']").click()
+    _text_in(browser, "page-title", "Deploying")
+    assert browser.find_element(By.CSS_SELECTOR, "#page-content h1").text == "Deploying"  # markdown, rendered
+    browser.find_element(By.LINK_TEXT, "tech/servers").click()  # a [[link]] navigates
+    _text_in(browser, "page-title", "Servers")
+    browser.find_element(By.LINK_TEXT, "deploy").click()  # and so does a relative [text](page.md)
+    _text_in(browser, "page-title", "Deploying")
+
+    browser.find_element(By.CSS_SELECTOR, ".page[data-path='knowledge/tech/hostile.md']").click()
+    _text_in(browser, "page-content", "<script>window.pwned = 1</script>")  # shown as text
+    content = browser.find_element(By.ID, "page-content")
+    assert content.find_elements(By.CSS_SELECTOR, "script, img, [onerror]") == []
+    assert "[a trap](javascript:window.pwned=1)" in content.text
+    assert browser.execute_script("return window.pwned") is None
+    assert content.find_element(By.CSS_SELECTOR, ".dead-link").text == "nowhere"
+    _shot(browser, "console-knowledge-page.png")
+    content.find_element(By.LINK_TEXT, "the servers page").click()
+    _text_in(browser, "page-title", "Servers")
+    _no_severe_errors(browser)
+
+
+def test_graph_labels_stay_smaller_than_the_picture(browser: WebDriver, console_url: str) -> None:
+    browser.get(f"{console_url}#token=read-tok")
+    _text_in(browser, "role", "read-only")
+    browser.find_element(By.CSS_SELECTOR, ".tab[data-view='graph']").click()
+    _text_in(browser, "graph-status", "4 pages, 3 links")
+    sizes = browser.execute_script(
+        "const cy = window.consoleGraph; const n = cy.nodes()[0];"
+        "return {zoom: cy.zoom(), font: parseFloat(n.renderedStyle('font-size')), node: n.renderedWidth()};")
+    assert sizes["zoom"] <= 1.6 and 8 <= sizes["font"] <= 18 and sizes["font"] < sizes["node"], sizes
+
+
+@pytest.mark.parametrize("size", [(1400, 900), PHONE], ids=["desktop", "phone"])
+def test_screenshots_at_desktop_and_phone_sizes(browser: WebDriver, console_url: str, size: tuple[int, int]) -> None:
+    browser.set_window_size(*size)
+    browser.get(f"{console_url}#token=admin-tok")
+    _text_in(browser, "memory-content", "- lives in Lisbon")
+    name = "desktop" if size != PHONE else "phone"
+    for view, ready in (("scopes", None), ("search", None), ("knowledge", "page-content"), ("graph", "graph-status")):
+        browser.find_element(By.CSS_SELECTOR, f".tab[data-view='{view}']").click()
+        if ready:
+            _wait(browser, lambda driver, element=ready: driver.find_element(By.ID, element).text.strip())
+        overflow = browser.execute_script(
+            "const root = document.documentElement; const wide = [...document.querySelectorAll('body *')]"
+            ".filter(e => e.getBoundingClientRect().right > root.clientWidth + 1).map(e => e.id || e.className);"
+            "return {overflow: root.scrollWidth - root.clientWidth, wide: wide.slice(0, 5)};")
+        assert overflow["overflow"] <= 0, (view, overflow)  # nothing wider than the screen
+        _shot(browser, f"console-{name}-{view}.png")
+    _no_severe_errors(browser)

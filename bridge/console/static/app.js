@@ -1,8 +1,10 @@
 // membridge memory console: see and fix what the bot remembers.
 //
 // Plain browser JavaScript with no build step. Every piece of memory is put on the page with
-// textContent (never as HTML), because memory holds whatever people wrote in chats. The token is
-// kept in sessionStorage (this tab only) and sent in the Authorization header, never in a URL.
+// textContent (never as HTML), because memory holds whatever people wrote in chats; the one
+// exception is a knowledge page, whose HTML the server renders from markdown with every raw tag
+// escaped and unsafe links left as text (bridge/console/markdown.py). The token is kept in
+// sessionStorage (this tab only) and sent in the Authorization header, never in a URL.
 "use strict";
 
 (() => {
@@ -10,6 +12,7 @@
   const PALETTE = ["#2f6fdf", "#e0662f", "#2f9e6b", "#a447c2", "#c9a227", "#d6456f", "#3aa3b8", "#6b7a8f"];
   const state = {
     admin: false, view: null, scope: null, pane: "memory", version: null, page: null, pages: new Map(), graph: null,
+    files: { memory: null, daily: null }, // {file, content, sha256} as last loaded: what an edit is based on
   };
 
   const $ = (id) => document.getElementById(id);
@@ -33,8 +36,13 @@
     return node;
   }
 
+  /** A time as YYYY-MM-DD HH:MM in the browser's time zone: the same in every locale, like the dates. */
   function when(iso) {
-    return iso ? new Date(iso).toLocaleString() : "never";
+    if (!iso) return "never";
+    const date = new Date(iso);
+    const pad = (number) => String(number).padStart(2, "0");
+    return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} `
+      + `${pad(date.getHours())}:${pad(date.getMinutes())}`;
   }
 
   function plural(count, one, many = `${one}s`) {
@@ -157,8 +165,14 @@
       button.dataset.scope = item.scope;
       list.append(el("li", {}, [button]));
     }
-    const current = scopes.find((item) => item.scope === state.scope) || scopes[0];
+    const current = scopes.find((item) => item.scope === state.scope) || mostRecent(scopes);
     if (current) await openScope(current.scope);
+  }
+
+  /** The scope with the newest activity: where an operator most likely wants to look first. */
+  function mostRecent(scopes) {
+    return scopes.reduce((best, item) => ((item.last_activity || "") > (best.last_activity || "") ? item : best),
+      scopes[0]);
   }
 
   function scopeCounts(item) {
@@ -176,6 +190,7 @@
 
   async function showPane(pane) {
     state.pane = pane;
+    stopEditing();
     for (const name of ["memory", "daily", "dreams"]) $(`pane-${name}`).hidden = name !== pane;
     markActive($("scope-tabs"), ".subtab", (tab) => tab.dataset.pane === pane);
     await (pane === "memory" ? loadMemory() : loadDated(pane));
@@ -185,6 +200,7 @@
   async function loadMemory() {
     const data = await api(`/api/scopes/${enc(state.scope)}/memory`);
     $("memory-content").textContent = data.content || "(MEMORY.md is empty)";
+    loaded("memory", "MEMORY.md", data);
     const rows = data.versions.map((version) => {
       const row = el("tr", { className: "clickable", onClick: () => run(() => openVersion(version.id)) }, [
         el("td", {}, [el("button", { className: "link", text: `v${version.id}` })]),
@@ -241,7 +257,9 @@
       await loadMemory();
       await openVersion(result.version);
       await refreshScopeList();
-      notice(`MEMORY.md of ${scope} now has the exact content of version ${version} (saved as version ${result.version}).`);
+      notice(result.changed
+        ? `MEMORY.md of ${scope} now has the exact content of version ${version} (saved as version ${result.version}).`
+        : `MEMORY.md of ${scope} already has the exact content of version ${version}: nothing changed, no version saved.`);
     } finally {
       $("revert-yes").disabled = false;
     }
@@ -263,6 +281,7 @@
     const empty = kind === "daily" ? "No daily memory yet." : "No dream diaries yet.";
     $(`${kind}-title`).textContent = files.length ? "Choose a date" : empty;
     $(`${kind}-content`).textContent = "";
+    if (kind === "daily") loaded("daily", null, null);
     $(`${kind}-list`).replaceChildren(...files.map((file) => {
       const button = el("button", {
         className: "date", text: file.date, title: plural(file.size, "byte"),
@@ -279,6 +298,96 @@
     $(`${kind}-title`).textContent = `${kind === "daily" ? "Daily memory" : "Dream diary"} of ${data.date}`;
     $(`${kind}-content`).textContent = data.content;
     markActive($(`${kind}-list`), ".date", (node) => node.dataset.date === data.date);
+    if (kind === "daily") loaded("daily", `memory/${data.date}.md`, data);
+  }
+
+  // -------------------------------------------------------- line editor
+  // An admin edits MEMORY.md entries and daily lines one at a time: each change is first shown as
+  // the diff the server computes (a preview writes nothing), then saved over the exact bytes that
+  // were shown; if someone else changed the file meanwhile the server refuses (409) and says so.
+
+  /** Remember what a pane shows (the base of an edit) and offer editing to an admin. */
+  function loaded(kind, file, data) {
+    state.files[kind] = data ? { file, content: data.content, sha256: data.sha256 } : null;
+    $(`${kind}-edit-start`).hidden = !(state.admin && data);
+    stopEditing(kind);
+  }
+
+  function stopEditing(kind) {
+    for (const name of kind ? [kind] : ["memory", "daily"]) {
+      $(`${name}-editor`).hidden = true;
+      $(`${name}-editor`).replaceChildren();
+      $(`${name}-content`).hidden = false;
+      $(`${name}-edit-start`).hidden = !(state.admin && state.files[name]);
+    }
+  }
+
+  function startEditing(kind) {
+    const { file, content } = state.files[kind];
+    const lines = content === "" ? [] : content.replace(/\n$/, "").split("\n");
+    const change = el("div", { className: "change" });
+    change.hidden = true;
+    const input = el("input");
+    Object.assign(input, { type: "text", placeholder: kind === "memory" ? "a new entry" : "a new line" });
+    const add = el("form", { className: "add-line" }, [input, el("button", { text: "Add…" })]);
+    add.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = /^(- |#)/.test(input.value.trim()) ? input.value.trim() : `- ${input.value.trim()}`;
+      if (input.value.trim()) run(() => propose(kind, change, { op: "add", line: null, text }));
+    });
+    const list = el("ol", { className: "lines" },
+      lines.map((line, index) => lineItem(kind, change, line, index + 1)));
+    const done = el("button", { className: "quiet", text: "Done", onClick: () => stopEditing(kind) });
+    $(`${kind}-content`).hidden = true;
+    $(`${kind}-edit-start`).hidden = true;
+    $(`${kind}-editor`).replaceChildren(el("p", { className: "muted", text: `Editing ${file}: each change is `
+      + "shown as a diff before it is saved." }), list, add, change, el("div", { className: "buttons" }, [done]));
+    $(`${kind}-editor`).hidden = false;
+  }
+
+  function lineItem(kind, change, text, number) {
+    const item = el("li");
+    item.dataset.line = number;
+    const show = () => item.replaceChildren(el("div", { className: "line-row" }, [
+      el("span", { className: "line-text", text }),
+      el("button", { className: "quiet", text: "Edit", onClick: edit }),
+      el("button", { className: "quiet", text: "Delete…",
+        onClick: () => run(() => propose(kind, change, { op: "delete", line: number })) }),
+    ]));
+    const edit = () => {
+      const input = el("input");
+      Object.assign(input, { type: "text", value: text });
+      item.replaceChildren(el("div", { className: "line-row" }, [
+        input,
+        el("button", { text: "Preview", onClick: () => run(() => propose(kind, change, {
+          op: "edit", line: number, text: input.value })) }),
+        el("button", { className: "quiet", text: "Cancel", onClick: show }),
+      ]));
+      input.focus();
+    };
+    show();
+    return item;
+  }
+
+  async function propose(kind, change, edit) {
+    const { file, sha256 } = state.files[kind];
+    const body = { ...edit, file, base: sha256 };
+    const preview = await api(`/api/scopes/${enc(state.scope)}/lines`, { method: "POST", body: { ...body, preview: true } });
+    const diff = el("pre", { className: "diff" });
+    renderDiff(diff, preview.diff || "(no change)\n");
+    const save = el("button", { className: "danger", text: "Save this change", onClick: () => run(async () => {
+      save.disabled = true;
+      const result = await api(`/api/scopes/${enc(state.scope)}/lines`, { method: "POST", body });
+      await (kind === "memory" ? loadMemory() : openDated("daily", file.slice("memory/".length, -".md".length)));
+      await refreshScopeList();
+      startEditing(kind);
+      notice(result.version ? `Saved: MEMORY.md is now version ${result.version}.` : `Saved ${file}.`);
+    }) });
+    change.replaceChildren(el("h3", { text: "Change to save" }), diff, el("div", { className: "buttons" }, [
+      save, el("button", { className: "quiet", text: "Cancel", onClick: () => { change.hidden = true; } }),
+    ]));
+    change.hidden = false;
+    save.focus();
   }
 
   // ------------------------------------------------------------- search
@@ -298,7 +407,8 @@
   async function search() {
     const query = $("search-q").value.trim();
     const scope = $("search-scope").value;
-    const params = new URLSearchParams({ q: query, scope, limit: $("search-limit").value || "20" });
+    const weak = $("search-weak").checked;
+    const params = new URLSearchParams({ q: query, scope, limit: $("search-limit").value || "20", weak: weak ? "1" : "0" });
     const data = await api(`/api/search?${params}`);
     const rows = data.results.map((result, index) => el("tr", {}, [
       el("td", { className: "num", text: index + 1 }),
@@ -312,9 +422,10 @@
     ]));
     $("search-results").tBodies[0].replaceChildren(...rows);
     $("search-results").hidden = rows.length === 0;
-    $("search-status").textContent = rows.length
+    const hidden = weak ? "" : " Weak matches are hidden, as in the CLI.";
+    $("search-status").textContent = (rows.length
       ? `${plural(rows.length, "result")} for “${data.query}” in ${data.scope} and the shared knowledge.`
-      : `Nothing matches “${data.query}” in ${data.scope} or the shared knowledge.`;
+      : `Nothing matches “${data.query}” in ${data.scope} or the shared knowledge.`) + hidden;
   }
 
   // ---------------------------------------------------------- knowledge
@@ -345,21 +456,25 @@
     state.page = path;
     $("page-title").textContent = state.pages.get(path)?.title || path;
     $("page-path").textContent = data.path;
-    $("page-content").textContent = data.content;
+    $("page-content").innerHTML = data.html; // inert by construction: see the note at the top of this file
+    $("page-source").textContent = data.content;
     markActive($("page-list"), ".page", (node) => node.dataset.path === path);
   }
 
   // -------------------------------------------------------------- graph
+  // Labels stay smaller than their node is wide apart and are cut at 110 px; the zoom is capped so a
+  // graph of two pages is not blown up until its labels dwarf everything, and tiny labels are hidden.
   const GRAPH_STYLE = [
     {
       selector: "node",
       style: {
-        "background-color": "data(colour)", label: "data(label)", color: "#1f2933", "font-size": 13,
-        "text-valign": "bottom", "text-margin-y": 6, width: 26, height: 26,
-        "text-wrap": "ellipsis", "text-max-width": 180,
+        "background-color": "data(colour)", label: "data(label)", color: "#1f2933", "font-size": 11,
+        "text-valign": "bottom", "text-margin-y": 4, width: 30, height: 30, "min-zoomed-font-size": 7,
+        "text-wrap": "ellipsis", "text-max-width": 110, "text-background-color": "#fbfcfd",
+        "text-background-opacity": 0.85, "text-background-padding": 1,
       },
     },
-    { selector: "edge", style: { width: 2, "line-color": "#a9b4c2", "curve-style": "straight" } },
+    { selector: "edge", style: { width: 1.5, "line-color": "#a9b4c2", "curve-style": "straight" } },
     { selector: "node:selected", style: { "border-width": 3, "border-color": "#1f2933" } },
   ];
 
@@ -382,6 +497,8 @@
         ...graph.edges.map((edge) => ({ data: { id: `${edge.source} ${edge.target}`, source: edge.source, target: edge.target } })),
       ],
       style: GRAPH_STYLE,
+      minZoom: 0.3,
+      maxZoom: 1.6,
       layout: { name: graph.nodes.length > 1 ? "cose" : "grid", animate: false, padding: 40 },
     });
     state.graph.on("tap", "node", (event) => showView("knowledge", event.target.id()));
@@ -408,6 +525,15 @@
     $("revert-start").addEventListener("click", () => confirmRevert(true));
     $("revert-no").addEventListener("click", () => confirmRevert(false));
     $("revert-yes").addEventListener("click", () => run(revert));
+    for (const kind of ["memory", "daily"]) {
+      $(`${kind}-edit-start`).addEventListener("click", () => startEditing(kind));
+    }
+    $("page-content").addEventListener("click", (event) => {
+      const link = event.target.closest("a[data-page]");
+      if (!link) return;
+      event.preventDefault();
+      run(() => openPage(link.dataset.page));
+    });
     $("search-form").addEventListener("submit", (event) => {
       event.preventDefault();
       run(search);
