@@ -8,6 +8,10 @@ state is kept as a version in SQLite, so ``revert`` restores the exact previous 
 
 Dedupe hashes the daily content only (not MEMORY.md, which the dream itself rewrites) and is stored
 in SQLite, so the same input is not dreamt twice, even across a restart.
+
+The LLM answers long after MEMORY.md was read, so the dream's write is a compare-and-swap on the
+bytes it read: when a ``/memory forget``, a revert or another dream changed the file meanwhile, the
+dream is redone over the new file (once), then refused; it never overwrites what it did not see.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ Answer in exactly this form:
 [DREAM]
 diary text"""
 
+_DREAM_ATTEMPTS = 2  # the first pass and one redo over a MEMORY.md that changed meanwhile
+
 _ENTRY_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
 _SECTION_RE = re.compile(r"^[#*\s]*\[(MEMORY|DREAM)\][*\s:]*$", re.IGNORECASE | re.MULTILINE)
 
@@ -80,6 +86,10 @@ def parse_dream_output(text: str) -> DreamOutput:
         sections.setdefault(mark.group(1).upper(), cleaned[mark.end():end].strip())
     memory = sections.get("MEMORY")
     return DreamOutput(memory=memory, dream=sections.get("DREAM", ""))
+
+
+class MemoryChanged(RuntimeError):
+    """MEMORY.md no longer holds the bytes its writer read: another writer came first."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +164,14 @@ class MemoryFile:
         if current and (not latest or latest[0].sha256 != hashlib.sha256(current).hexdigest()):
             self._record(scope, current, "as found on disk")
 
-    def write(self, scope: str, data: bytes, cause: str) -> int:
-        """Replace MEMORY.md atomically, keeping the old content as a version first."""
+    def write(self, scope: str, data: bytes, cause: str, *, expected: bytes | None = None) -> int:
+        """Replace MEMORY.md atomically, keeping the old content as a version first. With ``expected``
+        it is a compare-and-swap: if the file no longer holds those bytes, nothing is written and
+        :class:`MemoryChanged` is raised."""
         target = self.manager.workspace.memory_file(scope)
         with self.manager.lock:
+            if expected is not None and self.read(scope) != expected:
+                raise MemoryChanged(f"MEMORY.md of scope {scope!r} changed since it was read")
             for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed writer
                 stale.unlink(missing_ok=True)
             self._keep_current(scope)
@@ -229,13 +243,29 @@ class DeepDream:
         input_hash = hashlib.sha256(repr(window).encode("utf-8")).hexdigest()
         if not force and await asyncio.to_thread(self._already_dreamt, scope, input_hash):
             return DreamResult("skipped", "already dreamt over exactly this daily memory")
-        before = (await asyncio.to_thread(self.memory_file.read, scope)).decode("utf-8", "replace")
+        for _attempt in range(_DREAM_ATTEMPTS):
+            result = await self._dream_once(scope, complete, window, input_hash, day)
+            if result is not None:
+                return result
+        log.warning("deep dream for %s refused: MEMORY.md kept changing while the model answered", scope)
+        return DreamResult("refused", "MEMORY.md kept changing while the model was answering; MEMORY.md left as "
+                                      "it is (the next dream starts from it)")
+
+    async def _dream_once(
+        self, scope: str, complete: Complete, window: list[tuple[str, str | None]], input_hash: str, day: date
+    ) -> DreamResult | None:
+        """One pass over MEMORY.md as it is now; None when it changed before the answer could land."""
+        before = await asyncio.to_thread(self.memory_file.read, scope)
         try:
-            answer = await complete(self._prompt(before, window))
+            answer = await complete(self._prompt(before.decode("utf-8", "replace"), window))
         except Exception as exc:  # noqa: BLE001 - a failed dream changes nothing
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
-        return await asyncio.to_thread(self._apply, scope, before, answer, input_hash, day)
+        try:
+            return await asyncio.to_thread(self._apply, scope, before, answer, input_hash, day)
+        except MemoryChanged:
+            log.info("deep dream for %s: MEMORY.md changed while the model answered; dreaming over the new one", scope)
+            return None
 
     def _prompt(self, memory: str, window: list[tuple[str, str | None]]) -> list[dict[str, str]]:
         days = "\n\n".join(f"### {d}\n{text if text else '(no notes this day)'}" for d, text in window)
@@ -247,7 +277,8 @@ class DeepDream:
         rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))
         return bool(rows) and rows[0][0] == input_hash
 
-    def _apply(self, scope: str, before: str, answer: str, input_hash: str, day: date) -> DreamResult:
+    def _apply(self, scope: str, read: bytes, answer: str, input_hash: str, day: date) -> DreamResult:
+        before = read.decode("utf-8", "replace")
         parsed = parse_dream_output(answer)
         old_entries = count_entries(before)
         refusal = self._refusal(parsed, old_entries)
@@ -259,7 +290,7 @@ class DeepDream:
         diff = unified_diff(before, after)
         version = None
         if after != before:
-            version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream")
+            version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream", expected=read)
         if parsed.dream and after != before:  # a dream that changed nothing writes no diary either
             self._write_diary(scope, day, parsed.dream)
         with self.manager.db.transaction() as conn:

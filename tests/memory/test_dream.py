@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import date, datetime
 
 import pytest
@@ -108,6 +109,59 @@ async def test_forget_removes_matching_entries_as_a_new_version(workspace, dream
     assert removed == ["- old address: 1 Main St"] and version is not None
     assert path.read_text() == "- likes tea\n- has a cat\n"
     assert dreamer.memory_file.forget("alice", "nothing like this") == ([], None)
+
+
+class HeldModel(ScriptedModel):
+    """Answers only when the test lets it: other writers get the window a slow LLM gives them."""
+
+    def __init__(self, *answers: str) -> None:
+        super().__init__(*answers)
+        self.asked = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, messages):
+        self.asked.set()
+        await self.release.wait()
+        return await super().__call__(messages)
+
+
+async def test_a_forget_while_the_model_answers_is_never_undone(workspace, dreamer) -> None:
+    """Issue 15 #1: the dream wrote the MEMORY.md it had read before the LLM call, bringing a
+    forgotten entry back. Now its write is a compare-and-swap; the dream is redone over the new file."""
+    path = write(workspace, "alice", "MEMORY.md", "- likes tea\n- home address: 1 Elm St\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n")
+    model = HeldModel("[MEMORY]\n- likes tea\n- home address: 1 Elm St\n- has a bike\n[DREAM]\nfirst",
+                      "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nsecond")
+    dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
+    await model.asked.wait()
+    removed, _ = await asyncio.to_thread(dreamer.memory_file.forget, "alice", "address")
+    assert removed == ["- home address: 1 Elm St"]
+    model.release.set()
+    result = await dreaming
+    assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
+    assert len(model.calls) == 2 and "1 Elm St" not in model.calls[1][1]["content"]
+    newest = dreamer.memory_file.versions("alice")[0]
+    assert dreamer.memory_file.content("alice", newest.id) == path.read_bytes()
+    diary = workspace.dreams_dir("alice") / "2026-12-02.md"
+    assert diary.read_text() == "## 23:51\nsecond\n"
+
+
+async def test_a_dream_over_a_file_that_keeps_changing_is_refused(workspace, dreamer) -> None:
+    path = write(workspace, "alice", "MEMORY.md", "- likes tea\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n")
+    calls: list[int] = []
+
+    async def answer_while_someone_edits(messages):
+        calls.append(1)
+        await asyncio.to_thread(dreamer.memory_file.write, "alice", f"- hand edit {len(calls)}\n".encode(), "edit")
+        return "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nx"
+
+    result = await dreamer.dream("alice", answer_while_someone_edits, day=DAY)
+    assert result.status == "refused" and "kept changing" in result.reason
+    assert path.read_text() == "- hand edit 2\n" and len(calls) == 2
+    assert not (workspace.dreams_dir("alice") / "2026-12-02.md").exists()
+    again = await dreamer.dream("alice", ScriptedModel("[MEMORY]\n- hand edit 2\n- has a bike\n[DREAM]\ny"), day=DAY)
+    assert again.status == "written"  # a refused dream is not marked done: the next one runs
 
 
 def test_parser_handles_order_fences_and_chatter() -> None:
