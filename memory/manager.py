@@ -7,21 +7,18 @@ writes. If embedding fails nothing is written to the index, so the next sync ret
 files instead of leaving them stranded without vectors, and pays only for the texts not yet
 embedded. The trigram (substring) index is filled after the sync by a background thread.
 
-Search fuses the vector and keyword sides by chunk, with the vector similarity of keyword-only hits
-read from RAM or the embedding cache so every candidate is scored on both sides. With no vector
-side the keyword score stands alone. Dated daily files decay with a half-life; MEMORY.md and
-knowledge don't.
+Search is :mod:`memory.retrieval`'s (candidates, fusion, recency, time windows, diversity); the
+manager syncs a stale scope first and hands the question over.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
@@ -29,9 +26,10 @@ import numpy as np
 
 from .chunker import Chunk, chunk_text, text_hash
 from .config import MemorySettings
-from .embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
 from .locks import WorkspaceLock
+from .retrieval import Retriever, SearchResult
 from .scopes import (
     DAILY_DIR,
     DREAMS_DIR,
@@ -39,10 +37,9 @@ from .scopes import (
     KNOWLEDGE_SCOPE,
     MEMORY_FILE,
     Workspace,
-    dated_file_date,
     validate_scope,
 )
-from .storage import Database, FileRecord, IndexStorage, StoredChunk
+from .storage import Database, FileRecord, IndexStorage
 from .vector_cache import VectorCache
 from .vectors import VectorBackend, VectorRow
 
@@ -53,31 +50,17 @@ ProgressCallback = Callable[[str, int, int], None]
 
 _DISK_CHECK_INTERVAL_S = 2.0
 _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it skips its sync
+#: The most new texts a search embeds itself before it answers (a few seconds of the local model
+#: on a busy machine); a bigger backlog is synced in the background.
+_INLINE_EMBED_TEXTS = 64
 #: Vectors written to the backend (and marked embedded) per transaction during a sync.
 VECTOR_WRITE_BATCH = 10_000
-_KNOWLEDGE_SKIP = {"log.md", "index.md"}  # the change log and the generated table of contents
+_KNOWLEDGE_SKIP = frozenset({"log.md", "index.md"})  # the change log and the generated table of contents
 _MTIME_TRUST_S = 2.0  # a file written this close to its indexing is re-hashed (coarse file-system clocks)
 
 
 class MemoryPathError(ValueError):
     """A path that is not a memory file of the caller's scope (or knowledge)."""
-
-
-@dataclass
-class SearchResult:
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    text: str
-    source: str  # "memory" or "knowledge"
-    scope: str
-    vector_score: float | None = None
-    keyword_score: float | None = None
-    decay: float = 1.0
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass
@@ -126,21 +109,6 @@ def _unchanged(record: FileRecord | None, item: _DiskFile) -> bool:
     )
 
 
-def _relevant(result: SearchResult, min_score: float) -> bool:
-    """Whether a candidate is worth returning: ``min_score`` weeds out weak vector neighbours.
-
-    A keyword match always is: it holds the query's words, and the 0.3 floor of its score exists
-    so that every match passes (seed §3) — which a weak cosine, as a two-character query gets
-    against a long chunk, must not undo in the 0.7/0.3 fusion. The threshold applies before the
-    date decay: decay ranks old daily notes lower, it does not make a good match vanish after a
-    few half-lives.
-    """
-    if result.keyword_score is not None:
-        return True
-    relevance = result.score / result.decay if result.decay > 0 else result.score
-    return relevance >= min_score
-
-
 class MemoryManager:
     """Sync and search for one workspace. Thread-safe; every write holds the workspace lock."""
 
@@ -172,12 +140,13 @@ class MemoryManager:
             VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
             if self.vectors is not None and settings.vector_cache_mb > 0 else None
         )
-        self._today = today
-        self._query_cache = QueryVectorCache()
+        self.retriever = Retriever(self.storage, settings, embedder=embedder, vectors=self.vectors,
+                                   vector_cache=self._vector_cache, today=today)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
         self._filler: threading.Thread | None = None
+        self._background_sync: threading.Thread | None = None
         self._filler_lock = threading.Lock()
         self._closing = threading.Event()
 
@@ -188,13 +157,13 @@ class MemoryManager:
         memory_md = base / MEMORY_FILE
         if memory_md.is_file():
             yield self._disk_file(scope, MEMORY_FILE, memory_md)
-        yield from self._walk(scope, base / DAILY_DIR, base, skip_dirs={DREAMS_DIR})
+        yield from self._walk(scope, base / DAILY_DIR, base, skip_dirs=frozenset({DREAMS_DIR}))
 
     def knowledge_files(self) -> Iterator[_DiskFile]:
         yield from self._walk(KNOWLEDGE_SCOPE, self.workspace.knowledge_dir, self.workspace.root, skip_files=_KNOWLEDGE_SKIP)
 
     def _walk(
-        self, scope: str, top: Path, relative_to: Path, *, skip_dirs: set[str] = frozenset(), skip_files: set[str] = frozenset()
+        self, scope: str, top: Path, relative_to: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: frozenset[str] = frozenset()
     ) -> Iterator[_DiskFile]:
         if not top.is_dir():
             return
@@ -237,33 +206,44 @@ class MemoryManager:
         """Bring the index in step with the files of ``scope`` (every scope when None) and knowledge.
 
         ``scope=KNOWLEDGE_SCOPE`` syncs the knowledge base alone (what a knowledge edit needs).
-        When more than one embedding call's worth of texts is new, they are embedded first without
-        holding the workspace lock (the local model needs minutes for a large workspace, and the
-        bot's writes must not wait that long); then, under the lock, the files are scanned again
-        and written, the embedding cache answering all that was embedded meanwhile.
+        New texts are embedded without holding the workspace lock (the local model needs minutes
+        for a large workspace, and the bot's writes must not wait even seconds); then, under the
+        lock, the files are scanned again and written, the embedding cache answering all that was
+        embedded meanwhile.
         """
         if scope is not None and scope != KNOWLEDGE_SCOPE:
             validate_scope(scope)
         started = time.perf_counter()
         report = SyncReport()
-        with self.lock:
-            plan, covered = self._scan(scope, report, progress)
-            needed = self._texts_needing_vectors(plan)
-            ahead = self._uncached(needed)
-            if len(ahead) <= (self.embedder.max_batch if self.embedder else 0):
-                self._index(plan, needed, covered, scope, report, progress)
-                ahead = {}
+        needed, ahead = self._prepare(scope, report, progress)
         if ahead:
             self._embed(ahead, report, progress)
-            if report.ok:
-                with self.lock:
-                    plan, covered = self._scan(scope, report, None)
-                    self._index(plan, self._texts_needing_vectors(plan), covered, scope, report, progress)
-                report.cache_hits = len(needed) - len(ahead)  # not the texts this sync embedded
+        if report.ok:
+            with self.lock:
+                self._commit(scope, report, progress)
+        self._finish(report, needed, ahead, started)
+        return report
+
+    def _prepare(
+        self, scope: str | None, report: SyncReport, progress: ProgressCallback | None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Pass 1 without the lock (it only reads): (the texts needing vectors, those not cached)."""
+        plan, _covered = self._scan(scope, report, progress)
+        needed = self._texts_needing_vectors(plan)
+        return needed, self._uncached(needed)
+
+    def _commit(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> None:
+        """Under the lock: scan again (another writer may have changed files since pass 1) and
+        index; texts embedded ahead come from the cache, and only what changed meanwhile is
+        embedded here."""
+        plan, covered = self._scan(scope, report, None)
+        self._index(plan, self._texts_needing_vectors(plan), covered, scope, report, progress)
+
+    def _finish(self, report: SyncReport, needed: dict[str, str], ahead: dict[str, str], started: float) -> None:
+        report.cache_hits = len(needed) - len(ahead)  # not the texts this sync embedded
         if report.ok and self.storage.trigram_queue():
             self._start_trigram_fill()
         report.seconds = time.perf_counter() - started
-        return report
 
     def _scan(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> tuple[_Plan, list[str]]:
         disk, covered = self._disk_files(scope)
@@ -404,11 +384,16 @@ class MemoryManager:
         """
         assert self.embedder is not None or not texts
         vectors: dict[str, np.ndarray] = {}
-        hashes = list(texts)
+        # Similar lengths in one batch: a batch is padded to its longest text, so a mixed batch
+        # spends most of the model's time on padding.
+        hashes = sorted(texts, key=lambda h: len(texts[h]))
         batch = self.embedder.max_batch if self.embedder else 1
         try:
             for start in range(0, len(hashes), batch):
                 assert self.embedder is not None
+                if self._closing.is_set():
+                    report.error = "stopped: the memory index is closing (the next sync resumes from the cache)"
+                    return None
                 part = hashes[start : start + batch]
                 embedded = dict(zip(part, self.embedder.embed([texts[h] for h in part])))
                 report.embed_calls += 1
@@ -505,7 +490,15 @@ class MemoryManager:
             self.vectors.delete_ids(sorted(orphans))
 
     def _sync_if_stale(self, scope: str) -> None:
-        """Sync ``scope`` when our own writes dirtied it or (at most every 2 s) files changed on disk."""
+        """Sync ``scope`` when our own writes dirtied it or (at most every 2 s) files changed on disk.
+
+        A search runs inside a chat turn, so it does only a small sync itself: the few new notes
+        of a conversation, embedded outside the lock. More than :data:`_INLINE_EMBED_TEXTS` new
+        texts (embeddings just switched on, a big import) are left to a background sync, and the
+        search answers from the index as it is; so does a search that would wait over 2 s for
+        another writer (another shell's `membridge memory sync`). The scope stays dirty, so nothing
+        is forgotten: a later search syncs.
+        """
         with self._dirty_lock:
             dirty = scope in self._dirty or KNOWLEDGE_SCOPE in self._dirty
         last = self._last_disk_check.get(scope, 0.0)
@@ -514,18 +507,46 @@ class MemoryManager:
         if not dirty and not self._disk_changed(scope):
             self._last_disk_check[scope] = time.monotonic()
             return
-        # A search never queues behind a long sync (another shell's `membridge memory sync`, or
-        # a big knowledge import being embedded): it answers from the index as it is, and a
-        # later search syncs. The scope stays dirty, so nothing is forgotten.
-        if not self.lock.try_acquire(_AUTO_SYNC_WAIT_S):
-            log.info("a sync is running elsewhere; searching %s on the index as it is", scope)
+        started = time.perf_counter()
+        report = SyncReport()
+        needed, ahead = self._prepare(scope, report, None)
+        if len(ahead) > _INLINE_EMBED_TEXTS:
+            self._sync_in_background(scope, len(ahead))
             return
-        try:
-            report = self.sync(scope)
-        finally:
-            self.lock.release()
+        if ahead:
+            self._embed(ahead, report, None)
+        if report.ok and self.lock.try_acquire(_AUTO_SYNC_WAIT_S):
+            try:
+                self._commit(scope, report, None)
+            finally:
+                self.lock.release()
+        elif report.ok:
+            log.info("another writer holds the workspace; searching %s on the index as it is", scope)
+        self._finish(report, needed, ahead, started)
         if not report.ok:
             log.warning("search proceeds on the old index: %s", report.error)
+
+    def _sync_in_background(self, scope: str, texts: int) -> None:
+        """One background sync at a time for the searches that found too much to embed inline."""
+        with self._filler_lock:
+            if self._background_sync is not None or self._closing.is_set():
+                return
+            log.info("%s has %d new texts to embed: syncing in the background; searches use the index as it is",
+                     scope, texts)
+            self._background_sync = threading.Thread(
+                target=self._background_sync_run, args=(scope,), name="membridge-sync", daemon=True)
+            self._background_sync.start()
+
+    def _background_sync_run(self, scope: str) -> None:
+        try:
+            report = self.sync(scope)
+            if not report.ok:
+                log.warning("background sync of %s failed; a later search retries: %s", scope, report.error)
+        except Exception:  # noqa: BLE001 - a background task logs and the next search retries
+            log.exception("background sync of %s failed; a later search retries", scope)
+        finally:
+            with self._filler_lock:
+                self._background_sync = None
 
     def _indexed_files(self, scopes: Sequence[str] | None) -> dict[tuple[str, str], FileRecord]:
         """The index's file records of ``scopes`` (every scope when None)."""
@@ -553,7 +574,10 @@ class MemoryManager:
         min_score: float | None = None,
         auto_sync: bool = True,
     ) -> list[SearchResult]:
-        """Hybrid search over ``scope``'s memory and the shared knowledge, best first."""
+        """Hybrid search over ``scope``'s memory and the shared knowledge, best first.
+
+        The ranking rules are :mod:`memory.retrieval.scoring`'s.
+        """
         validate_scope(scope)
         limit = limit or self.settings.max_results
         min_score = self.settings.min_score if min_score is None else min_score
@@ -561,33 +585,7 @@ class MemoryManager:
             return []
         if auto_sync:
             self._sync_if_stale(scope)
-        scopes = [scope, KNOWLEDGE_SCOPE]
-        candidates = limit * 4
-        query_vector = self._query_vector(query)
-        vector_scores: dict[str, float] = {}
-        chunks: dict[str, StoredChunk] = {}
-        from_ram = False
-        if query_vector is not None and self.vectors is not None:
-            try:
-                hits, from_ram = self._vector_hits(query_vector, scopes, candidates)
-            except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
-                log.warning("vector search failed, using keywords only: %s", exc)
-                hits, query_vector, from_ram = [], None, False
-            chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
-            vector_scores = {cid: sim for cid, sim in hits if cid in chunks}
-        keyword_scores: dict[str, float] = {}
-        for hit in self.storage.search_keyword(query, scopes, candidates):
-            keyword_scores[hit.chunk.id] = hit.score
-            chunks.setdefault(hit.chunk.id, hit.chunk)
-        if query_vector is not None:
-            self._fill_vector_scores(query_vector, chunks, vector_scores, from_ram=from_ram)
-        results = [
-            self._score(chunks[cid], vector_scores.get(cid), keyword_scores.get(cid), query_vector is not None)
-            for cid in chunks
-        ]
-        results = [r for r in results if _relevant(r, min_score)]
-        results.sort(key=lambda r: (-r.score, r.path, r.start_line))
-        return results[:limit]
+        return self.retriever.search(query, [scope, KNOWLEDGE_SCOPE], limit=limit, min_score=min_score)
 
     def warm(self, scopes: Sequence[str]) -> int:
         """Load the vectors of ``scopes`` and the knowledge base into RAM ahead of their first
@@ -603,98 +601,10 @@ class MemoryManager:
         generations = self.storage.generations(names)
         loaded = 0
         for name in names:
-            if self._closing.is_set() or not cache.fits(self._vector_rows([KNOWLEDGE_SCOPE, name]), dim):
+            if self._closing.is_set() or not cache.fits(self.retriever.vector_rows([KNOWLEDGE_SCOPE, name]), dim):
                 continue
             loaded += cache.preload(name, generations[name])
         return loaded
-
-    def _vector_hits(
-        self, query_vector: np.ndarray, scopes: Sequence[str], limit: int
-    ) -> tuple[list[tuple[str, float]], bool]:
-        """(hits, whether from RAM): exact from RAM when the scopes fit the vector cache; else
-        LanceDB (an exact scan when they are few, else its ANN index)."""
-        assert self.vectors is not None
-        rows = self._vector_rows(scopes)
-        cache = self._vector_cache
-        if cache is not None and cache.fits(rows, int(query_vector.shape[0])):
-            hits = cache.search(query_vector, scopes, limit, self.storage.generations(scopes))
-            if hits is not None:
-                return hits, True
-        return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold), False
-
-    def _vector_rows(self, scopes: Sequence[str]) -> int:
-        """How many chunks the scopes hold (``IndexStorage.scope_counts``): few means an exact scan."""
-        counts = self.storage.scope_counts()
-        return sum(counts.get(scope, 0) for scope in set(scopes))
-
-    def _query_vector(self, query: str) -> np.ndarray | None:
-        if self.embedder is None or self.vectors is None:
-            return None
-        cached = self._query_cache.get(self.embedder.model_id, query)
-        if cached is not None:
-            return cached
-        try:
-            vector = self.embedder.embed([query])[0]
-        except EmbeddingError as exc:
-            log.warning("query embedding failed, using keywords only: %s", exc)
-            return None
-        self._query_cache.put(self.embedder.model_id, query, vector)
-        return vector
-
-    def _fill_vector_scores(
-        self, query_vector: np.ndarray, chunks: dict[str, StoredChunk], scores: dict[str, float], *, from_ram: bool
-    ) -> None:
-        """Keyword-only candidates get their true similarity: from the blocks this search just
-        validated (``from_ram``), else from the embedding cache."""
-        assert self.embedder is not None
-        if from_ram and self._vector_cache is not None:
-            for cid in chunks.keys() - scores.keys():
-                vector = self._vector_cache.vector(chunks[cid].scope, cid)
-                if vector is not None and vector.shape == query_vector.shape:
-                    scores[cid] = float(np.dot(query_vector, vector))
-        missing = [cid for cid in chunks if cid not in scores]
-        if not missing:
-            return
-        by_hash: dict[str, list[str]] = {}
-        for cid in missing:
-            by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
-        for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
-            if vector.shape == query_vector.shape:
-                similarity = float(np.dot(query_vector, vector))
-                for cid in by_hash[hash_]:
-                    scores[cid] = similarity
-
-    def _score(self, chunk: StoredChunk, vector: float | None, keyword: float | None, hybrid: bool) -> SearchResult:
-        v = max(0.0, min(1.0, vector or 0.0))
-        k = keyword or 0.0
-        base = self.settings.vector_weight * v + self.settings.keyword_weight * k if hybrid else k
-        decay = self.decay(chunk.scope, chunk.path)
-        source = "knowledge" if chunk.scope == KNOWLEDGE_SCOPE else "memory"
-        return SearchResult(
-            path=chunk.path,
-            start_line=chunk.start_line,
-            end_line=chunk.end_line,
-            score=round(base * decay, 6),
-            text=chunk.text,
-            source=source,
-            scope=chunk.scope,
-            vector_score=None if vector is None else round(v, 6),
-            keyword_score=None if keyword is None else round(keyword, 6),
-            decay=round(decay, 6),
-        )
-
-    def decay(self, scope: str, path: str) -> float:
-        """``exp(-ln2/half_life * age_days)`` for a dated daily file of a scope; 1.0 otherwise."""
-        if scope == KNOWLEDGE_SCOPE:
-            return 1.0
-        parts = dated_file_date(path)
-        if parts is None:
-            return 1.0
-        try:
-            age = (self._today() - date(*parts)).days
-        except ValueError:
-            return 1.0
-        return math.exp(-math.log(2) / self.settings.half_life_days * max(0, age))
 
     # =========================================================== file access
     def resolve(self, scope: str, path: str) -> Path:
@@ -750,10 +660,11 @@ class MemoryManager:
         return target
 
     def close(self) -> None:
-        """Stop the background trigram filler (its queue stays in the database), then close."""
+        """Stop the background trigram filler and sync (their work resumes at the next start: the
+        trigram queue and the embedding cache are in the database), then close."""
         self._closing.set()
         with self._filler_lock:
-            filler = self._filler
-        if filler is not None:
-            filler.join(timeout=30)
+            workers = [thread for thread in (self._filler, self._background_sync) if thread is not None]
+        for thread in workers:
+            thread.join(timeout=30)
         self.db.close()

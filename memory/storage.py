@@ -380,6 +380,13 @@ class IndexStorage:
                f" AND +c.scope IN ({','.join('?' * len(scopes))})")  # unary + keeps the planner on the id index
         return {row[1]: _stored(row) for row in _rows_in(self.db.query, sql, ids, after=scopes)}
 
+    def dated_chunks(self, scopes: Sequence[str], first_path: str, last_path: str, limit: int) -> list[StoredChunk]:
+        """Chunks of files whose path sorts between ``first_path`` and ``last_path`` (daily files
+        ``memory/YYYY-MM-DD.md`` of a date range sort by date), newest first, at most ``limit``."""
+        sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.scope IN ({','.join('?' * len(scopes))})"
+               " AND c.path BETWEEN ? AND ? ORDER BY c.path DESC, c.start_line LIMIT ?")
+        return [_stored(row) for row in self.db.query(sql, (*scopes, first_path, last_path, limit))]
+
     def all_chunk_ids(self) -> set[str]:
         return {r[0] for r in self.db.query("SELECT id FROM chunks")}
 
@@ -535,7 +542,7 @@ class IndexStorage:
     def _search_like(
         self, terms: Sequence[str], scopes: Sequence[str], limit: int, *, queued_only: bool = False
     ) -> list[KeywordHit]:
-        """Ranked by the share of terms found; scores stay in [0.3, 0.65] below real BM25 hits."""
+        """Ranked by the share of terms found; scores stay in (0, 0.5], below a full BM25 match."""
         if not terms:
             return []
         scope_marks = ",".join("?" * len(scopes))
@@ -547,7 +554,7 @@ class IndexStorage:
             f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}){queued} ORDER BY matched DESC, c.rowid LIMIT ?",
             (*terms, *scopes, *terms, limit),
         )
-        return [KeywordHit(_stored(row), 0.3 + 0.35 * row[7] / len(terms)) for row in rows]
+        return [KeywordHit(_stored(row), 0.5 * row[7] / len(terms)) for row in rows]
 
     # ------------------------------------------------------------ FTS upkeep
     def check_fts(self) -> bool:

@@ -370,9 +370,10 @@ async def test_search_shows_every_score(client: TestClient, services: Services) 
     hits = {(r.path, r.start_line, r.end_line, r.source, r.scope) for r in expected}
     assert hits == {("memory/2026-01-31.md", 1, 1, "memory", "alice"),
                     ("knowledge/pets/cats.md", 1, 2, "knowledge", "@knowledge")}
-    for result in expected:  # keyword-only search: no vector score, final = keyword × decay
-        assert result.vector_score is None and result.keyword_score and 0 < result.decay <= 1
-        assert result.score == pytest.approx(result.keyword_score * result.decay, abs=1e-5)
+    for result in expected:  # keyword-only search: no vector score, final = keyword × recency
+        assert result.vector_score is None and result.keyword_score and 0.9 <= result.recency <= 1
+        assert result.relevance == result.keyword_score and result.time_boost == 1.0
+        assert result.score == pytest.approx(result.keyword_score * result.recency, abs=1e-5)
 
 
 async def test_search_keeps_to_the_scope(client: TestClient) -> None:

@@ -14,10 +14,11 @@ def test_segment_keeps_words_and_makes_cjk_bigrams_then_characters() -> None:
     assert segment("部署机器人").split() == "部署 署机 机器 器人 部 署 机 器 人".split()
 
 
-def test_query_terms_are_quoted_and_cjk_becomes_a_bigram_phrase() -> None:
+def test_query_terms_are_quoted_and_cjk_becomes_bigrams_and_their_phrase() -> None:
     built = build_query('部署机器人 "NEAR(x" *')
-    assert built.words() == '"部署 署机 机器 器人" OR "NEAR" OR "x"'
-    assert built.words(frozenset({"near"})) == '"部署 署机 机器 器人" OR "x"'
+    bigrams = '"部署" OR "署机" OR "机器" OR "器人"'
+    assert built.words() == f'"部署 署机 机器 器人" OR {bigrams} OR "NEAR" OR "x"'
+    assert built.words(frozenset({"near", "署机"})) == '"部署 署机 机器 器人" OR "部署" OR "机器" OR "器人" OR "x"'
     assert built.trigram == '"部署机器人" OR "NEAR"'
 
 
@@ -29,12 +30,12 @@ def test_common_tokens_are_dropped_but_never_all() -> None:
     assert common_tokens(freq, 500, other_terms=False) == frozenset()  # small corpora: rank everything
 
 
-def test_bm25_score_keeps_order_and_floor() -> None:
+def test_bm25_score_keeps_order_within_zero_and_one() -> None:
     ranks = [-12.0, -3.0, -1.0, -0.1, -1e-6]
     scores = [bm25_to_score(r, best=-12.0) for r in ranks]
     assert scores == sorted(scores, reverse=True)
     assert len(set(scores)) == len(scores)
-    assert all(0.3 <= s <= 1.0 for s in scores)
+    assert all(0.0 < s <= 1.0 for s in scores) and scores[0] == bm25_to_score(-12.0, best=-12.0) > 0.95
     tiny = [bm25_to_score(r, best=-3e-6) for r in (-3e-6, -2e-6, -1e-6)]
     assert round(tiny[0], 3) > round(tiny[1], 3) > round(tiny[2], 3)
 

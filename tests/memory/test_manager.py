@@ -91,18 +91,34 @@ def test_keyword_scores_differ_and_keep_bm25_order(workspace, make_manager) -> N
     assert scores == sorted(scores, reverse=True)
 
 
-def test_decay_orders_equal_hits_by_date_and_spares_memory_md(workspace, make_manager) -> None:
+def test_recency_orders_equal_hits_by_date_and_spares_memory_md(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-12-01.md", "- the deploy key lives in the vault (a)\n")
+    write(workspace, "alice", "memory/2026-11-01.md", "- the deploy key lives in the vault (b)\n")
+    write(workspace, "alice", "MEMORY.md", "- the deploy key lives in the vault (c)\n")
+    manager = make_manager(embedder=None)
+    hits = manager.search("vault", "alice", min_score=0)
+    assert [h.path for h in hits] == ["MEMORY.md", "memory/2026-12-01.md", "memory/2026-11-01.md"]
+    assert hits[0].recency == 1.0  # evergreen
+    assert hits[1].recency == pytest.approx(1 - 0.1 * (1 - 2 ** (-1 / 90)), rel=1e-5)
+    assert hits[2].recency == pytest.approx(1 - 0.1 * (1 - 2 ** (-31 / 90)), rel=1e-5)
+    assert hits[2].score == pytest.approx(hits[0].score * hits[2].recency, rel=1e-4)
+
+
+def test_age_takes_at_most_the_recency_weight_off_a_score(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2016-01-01.md", "- the deploy key lives in the vault (a)\n")  # eleven years old
+    write(workspace, "alice", "MEMORY.md", "- the deploy key lives in the vault (b)\n")
+    [evergreen, ancient] = make_manager(embedder=None).search("vault", "alice")
+    assert ancient.path == "memory/2016-01-01.md" and ancient.recency == pytest.approx(0.9, abs=1e-6)
+    assert ancient.score == pytest.approx(0.9 * evergreen.score, rel=1e-4) and ancient.score > 0
+
+
+def test_the_same_note_is_shown_once(workspace, make_manager) -> None:
     text = "- the deploy key lives in the vault\n"
     write(workspace, "alice", "memory/2026-12-01.md", text)
     write(workspace, "alice", "memory/2026-11-01.md", text)
     write(workspace, "alice", "MEMORY.md", text)
-    manager = make_manager(embedder=None)
-    hits = manager.search("vault", "alice", min_score=0)
-    assert [h.path for h in hits] == ["MEMORY.md", "memory/2026-12-01.md", "memory/2026-11-01.md"]
-    assert hits[0].decay == 1.0
-    assert hits[1].decay == pytest.approx(math.exp(-math.log(2) / 30 * 1), rel=1e-5)
-    assert hits[2].decay == pytest.approx(math.exp(-math.log(2) / 30 * 31), rel=1e-5)
-    assert hits[2].score == pytest.approx(hits[0].score * hits[2].decay, rel=1e-4)
+    hits = make_manager(embedder=None).search("vault", "alice", min_score=0)
+    assert [h.path for h in hits] == ["MEMORY.md"]
 
 
 class QueryMissesEverything(HashEmbedding):
@@ -123,7 +139,7 @@ def test_a_keyword_match_is_kept_however_weak_its_vector_or_old_its_date(workspa
     manager = make_manager(embedder=QueryMissesEverything())
     [hit] = manager.search("部署", "alice")  # the kettle: no keyword match, cosine 0, dropped
     assert hit.path == "memory/2026-06-01.md" and hit.vector_score == 0.0
-    assert hit.score < 0.25 * hit.decay < 0.25  # far below min_score, and still returned
+    assert hit.relevance < 0.25 and hit.score > 0  # far below min_score, and still returned
     keyword_only = make_manager(embedder=None)
     assert [h.path for h in keyword_only.search("部署", "alice")] == ["memory/2026-06-01.md"]
 
@@ -139,19 +155,19 @@ class CosineByQuery(HashEmbedding):
         return out
 
 
-def test_min_score_judges_relevance_before_the_date_decay(workspace, make_manager) -> None:
+def test_min_score_judges_relevance_before_recency(workspace, make_manager) -> None:
     write(workspace, "alice", "memory/2026-06-01.md", "- the observatory dome needs new paint\n")  # 184 days old
     manager = make_manager(embedder=CosineByQuery())
     [old] = manager.search("near", "alice")  # no keyword match: a vector neighbour alone
     assert old.keyword_score is None and old.vector_score == pytest.approx(1.0)
-    assert old.decay < 0.02 and old.score < 0.25  # decayed far below min_score, still returned
-    assert manager.search("far", "alice") == []  # 0.7 × 0.2 = 0.14: not relevant, at any age
-    assert [h.vector_score for h in manager.search("far", "alice", min_score=0.1)] == [pytest.approx(0.2)]
+    assert manager.search("far", "alice", min_score=0.15) == []  # 0.7 × 0.2 = 0.14: not relevant, at any age
+    [far] = manager.search("far", "alice", min_score=0.14)  # relevance 0.14 passes; its final score is lower
+    assert far.relevance == pytest.approx(0.14) and far.recency < 0.95 and far.score < 0.14
 
 
 def test_scopes_never_leak(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- alice secret: blue-falcon-42\n")
-    write(workspace, "bob", "MEMORY.md", "- bob likes falcons too\n")
+    write(workspace, "bob", "MEMORY.md", "- bob likes the falcon too\n")
     (workspace.knowledge_dir / "birds").mkdir(parents=True)
     (workspace.knowledge_dir / "birds" / "falcon.md").write_text("# Falcon\nA falcon is a bird of prey.\n")
     manager = make_manager()

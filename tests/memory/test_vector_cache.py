@@ -161,7 +161,7 @@ def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> N
     assert manager.vectors is not None and manager._vector_cache is not None
     scopes = ["alice", KNOWLEDGE_SCOPE]
     for query in ("word5 word17", "note 33", "word90"):
-        vector = manager._query_vector(query)
+        vector = manager.retriever._query_vector(query)
         from_ram = manager._vector_cache.search(vector, scopes, 20, manager.storage.generations(scopes))
         from_lance = manager.vectors.search(vector, scopes, 20, exact=True)
         # the same similarities in the same order; ids may swap only among equal scores
@@ -196,7 +196,7 @@ def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_man
     path = write(workspace, "alice", "MEMORY.md", "- likes black coffee\n")
     manager.sync("alice")
     [hit] = manager.search("black coffee", "alice", auto_sync=False)
-    expected = float(np.dot(manager._query_vector("black coffee"), HashEmbedding().embed([hit.text])[0]))
+    expected = float(np.dot(manager.retriever._query_vector("black coffee"), HashEmbedding().embed([hit.text])[0]))
     assert hit.vector_score == pytest.approx(max(0.0, expected), abs=1e-5)
     assert loads == []
     path.unlink()

@@ -1,0 +1,112 @@
+"""Ranking as a user sees it: old answers are found, time words pick their window, updates win.
+
+The synthetic embedder stands in where the test is about ranking rules; the cross-lingual tests
+use the real local model (shipped inside its wheel), because only a real model maps a Chinese
+question and an English note to the same place.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.files import write
+
+from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding, make_embedder
+from memory.config import EmbeddingSettings
+
+
+def test_a_400_day_old_answer_outranks_yesterdays_loose_match(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2025-10-28.md", "## 09:10 notes\n- my passport number ends in 4471 and it expires in 2031\n")
+    write(workspace, "alice", "memory/2026-12-01.md", "## 18:00 notes\n- renewed the library card, number ends in 12\n")
+    hits = make_manager().search("when does my passport expire", "alice")
+    assert hits[0].path == "memory/2025-10-28.md"
+    assert 0.9 <= hits[0].recency < 0.91  # 400 days: nearly the whole 10% off, never more
+
+
+def test_a_time_window_question_finds_that_weeks_note(workspace, make_manager) -> None:
+    # Today is Wednesday 2026-12-02: "last week" is Monday 2026-11-23 to Sunday 2026-11-29.
+    write(workspace, "alice", "memory/2026-11-25.md", "## 20:00 notes\n- cook night: a mushroom risotto with Ana\n")
+    write(workspace, "alice", "memory/2026-10-07.md", "## 20:00 notes\n- cook night: a pumpkin soup, then watched a film\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "## 08:00 notes\n- last week was busy, need to cook more\n")
+    [first, *rest] = make_manager().search("what did I cook last week?", "alice")
+    assert first.path == "memory/2026-11-25.md" and first.time_boost == 1.5
+    assert all(hit.time_boost == 1.0 for hit in rest if hit.path != "memory/2026-12-02.md")
+
+
+def test_dates_written_in_memory_md_count_for_the_window(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- 2026-05-14: started learning the cello\n- 2026-08-02: started learning Go\n")
+    [hit] = make_manager(embedder=None, chunk_max_chars=64, chunk_overlap_lines=0).search("which instrument did I start learning in May", "alice", limit=1)
+    assert "cello" in hit.text and hit.time_boost == 1.5
+
+
+def test_time_words_do_not_count_as_keywords(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-11-24.md", "- dentist appointment went fine\n")
+    write(workspace, "alice", "memory/2026-06-03.md", "- last week I said the dentist was fine, last week again\n")
+    [hit, *_] = make_manager(embedder=None).search("dentist last week", "alice")
+    assert hit.path == "memory/2026-11-24.md"
+
+
+def test_the_newer_of_two_versions_of_a_fact_ranks_first(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-03-02.md", "- Alice lives in Munich, near the river\n")
+    write(workspace, "alice", "memory/2026-10-19.md", "- Alice lives in Berlin, near the river\n")
+    hits = make_manager().search("where does Alice live", "alice")
+    assert [h.path for h in hits[:2]] == ["memory/2026-10-19.md", "memory/2026-03-02.md"]
+
+
+def test_no_result_scores_zero(workspace, make_manager) -> None:
+    write(workspace, "alice", "MEMORY.md", "- zebra crossing on the corner\n")
+    write(workspace, "alice", "memory/2026-11-30.md", "- totally unrelated words here\n")
+    hits = make_manager().search("zebra", "alice", min_score=0.0, limit=20)
+    assert hits and all(hit.score > 0 for hit in hits)
+
+
+def test_window_notes_stay_in_their_scope(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-12-01.md", "- alice's secret bike plan\n")
+    write(workspace, "bob", "memory/2026-12-01.md", "- bob fixed the bike\n")
+    hits = make_manager().search("what happened to the bike yesterday", "bob", min_score=0.0, limit=20)
+    assert [(hit.scope, hit.text, hit.time_boost) for hit in hits] == [("bob", "- bob fixed the bike", 1.5)]
+
+
+def test_keyword_fallback_and_short_cjk_queries_still_hold(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-11-30.md", "- 猫叫小白\n- 部署教程写完了\n")
+    embedder = HashEmbedding()
+    manager = make_manager(embedder=embedder, chunk_max_chars=64, chunk_overlap_lines=0)
+    manager.sync()
+    embedder.fail_with = EmbeddingError("HTTP 500")
+    assert "猫" in manager.search("猫", "alice")[0].text
+    assert "部署" in manager.search("部署", "alice")[0].text
+
+
+@pytest.fixture(scope="module")
+def real_model():  # type: ignore[no-untyped-def]
+    return make_embedder(EmbeddingSettings())
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("我的猫叫什么名字？", "cat"),
+        ("我对什么过敏？", "allergic"),
+        ("What did I order at the noodle shop?", "牛肉面"),
+        ("Where is the spare key hidden?", "钥匙"),
+    ],
+)
+def test_questions_find_notes_in_the_other_language(workspace, make_manager, real_model, question: str, answer: str) -> None:
+    notes = ["- my cat is called Tom, a grey tabby", "- I am allergic to peanuts",
+             "- the quarterly report is due on Friday", "- 在面馆点了一碗牛肉面", "- 备用钥匙藏在门口的花盆下面",
+             "- 周末和朋友去爬山"]
+    for day, note in enumerate(notes, start=10):
+        write(workspace, "alice", f"memory/2026-09-{day}.md", note + "\n")
+    manager = make_manager(embedder=real_model)
+    [hit] = manager.search(question, "alice", limit=1)
+    assert answer in hit.text
+
+
+def test_e5_embeds_questions_and_passages_with_their_prefixes(workspace, make_manager) -> None:
+    e5 = make_embedder(EmbeddingSettings(local_model="e5-small"))
+    assert e5 is not None and e5.model_id == "local:multilingual-e5-small-q4" and e5.similarity_floor == 0.7
+    question = "what is my cat called"
+    assert float(e5.embed_query(question) @ e5.embed([question])[0]) < 0.999  # "query: " vs "passage: "
+    write(workspace, "alice", "memory/2026-09-10.md", "- my cat is called Tom, a grey tabby\n")
+    write(workspace, "alice", "memory/2026-09-11.md", "- the quarterly report is due on Friday\n")
+    [hit, *_] = make_manager(embedder=e5).search("what's the name of my kitten?", "alice")
+    assert "Tom" in hit.text and 0 < (hit.vector_score or 0) < 1  # the cosine rescaled from its 0.7 floor

@@ -1,0 +1,61 @@
+"""Time words in questions, resolved against a fixed today (Wednesday 2 December 2026)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from memory.retrieval import find_window
+from memory.retrieval.querytext import keyword_text
+
+TODAY = date(2026, 12, 2)
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        ("what did I eat yesterday?", "2026-12-01", "2026-12-01"),
+        ("who did I meet last week", "2026-11-23", "2026-11-29"),
+        ("what did I do this week", "2026-11-30", "2026-12-02"),
+        ("what did we plan in May?", "2026-05-01", "2026-05-31"),
+        ("what did I buy in May 2025", "2025-05-01", "2025-05-31"),
+        ("where was I on Tuesday?", "2026-12-01", "2026-12-01"),
+        ("what did I start two months ago", "2026-10-01", "2026-10-31"),
+        ("what happened 3 days ago", "2026-11-28", "2026-11-30"),
+        ("what did I note on 2026-09-14?", "2026-09-14", "2026-09-14"),
+        ("what did I do on September 14", "2026-09-14", "2026-09-14"),
+        ("what did I do on 14 September 2025", "2025-09-14", "2025-09-14"),
+        ("what did I read last month", "2026-11-01", "2026-11-30"),
+        ("in December so far", "2026-12-01", "2026-12-02"),
+        ("我昨天吃了什么", "2026-12-01", "2026-12-01"),
+        ("上周我见了谁", "2026-11-23", "2026-11-29"),
+        ("上个月读了哪本书", "2026-11-01", "2026-11-30"),
+        ("5月份的计划是什么", "2026-05-01", "2026-05-31"),
+        ("十二月三日我做了什么", "2025-12-03", "2025-12-03"),
+        ("2026年9月14日的会议", "2026-09-14", "2026-09-14"),
+        ("上周二去了哪里", "2026-11-24", "2026-11-24"),
+        ("三个月前开始学什么", "2026-09-01", "2026-09-30"),
+        ("去年的旅行", "2025-01-01", "2025-12-31"),
+    ],
+)
+def test_a_time_phrase_resolves_to_its_window(question: str, start: str, end: str) -> None:
+    window = find_window(question, TODAY)
+    assert window is not None, question
+    assert (window.start.isoformat(), window.end.isoformat()) == (start, end)
+
+
+@pytest.mark.parametrize("question", ["what is my cat called", "May I ask about the deploy key?",
+                                      "我的猫叫什么名字", "the 2030 plan", "remind me of 2027-01-05"])
+def test_no_time_phrase_no_window(question: str) -> None:
+    assert find_window(question, TODAY) is None
+
+
+def test_the_keyword_query_keeps_only_content_words() -> None:
+    window = find_window("What did Caroline paint last week?", TODAY)
+    assert window is not None and window.phrases == ("last week",)
+    assert keyword_text("What did Caroline paint last week?", window.phrases) == "Caroline paint"
+    zh = find_window("我上个月去了哪里旅行？", TODAY)
+    assert zh is not None
+    assert keyword_text("我上个月去了哪里旅行？", zh.phrases) == "去 旅行"
+    assert keyword_text("what is it?") == "what is it?"  # nothing but stop words: kept as asked
