@@ -5,7 +5,8 @@
 3. the LLM and the tools go back and forth, at most ``agent.max_steps`` times;
 4. every new message is stored as it happens (the user's first, so an LLM failure loses nothing);
 5. past the context budget the oldest turns are trimmed and a flush job is recorded in the same
-   transaction; the flush worker turns it into daily memory later, so no flush blocks a reply.
+   transaction (:class:`~bridge.conversation.Sessions`); the flush worker turns it into daily memory
+   later, so no flush blocks a reply.
 
 Turns of one chat run in order (a lock per chat); different chats run concurrently.
 """
@@ -24,7 +25,7 @@ from memory import MemoryManager
 from memory.conversations import ConversationStore
 
 from .config import AgentSettings, ContextSettings
-from .context import trim_point
+from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
 from .prompt import PromptBuilder, PromptContext
 from .scopes import scope_for
@@ -44,7 +45,7 @@ _DEFAULT_FAILURE = "Something went wrong talking to my language model. Your mess
 
 @dataclass(frozen=True)
 class TurnIdentity:
-    """Who a turn is for: its session (one per chat), scope and permissions."""
+    """Who a turn is for: its session (one per chat and scope), scope and permissions."""
 
     session_id: str
     scope: str
@@ -83,10 +84,10 @@ class Agent:
         prompt: PromptBuilder,
         context: ContextSettings,
         settings: AgentSettings,
+        sessions: Sessions | None = None,
         scope_mode: str = "user",
         admins: frozenset[str] = frozenset(),
-        thread_scope: bool = False,
-        on_flush_job: Callable[[], None] | None = None,
+        thread_scope_channels: frozenset[str] = frozenset(),
         clock: Callable[[], datetime] = datetime.now,
     ) -> None:
         self.memory = memory
@@ -97,17 +98,18 @@ class Agent:
         self.context = context
         self.settings = settings
         self.scope_mode = scope_mode
+        self.sessions = sessions or Sessions(conversations, context)
         self.admins = admins
-        self.thread_scope = thread_scope
-        self._on_flush_job = on_flush_job or (lambda: None)
+        self.thread_scope_channels = thread_scope_channels
         self._clock = clock
         self._locks = ChatLocks()
 
     def identify(self, message: IncomingMessage) -> TurnIdentity:
         user = f"{message.channel}:{message.user_id}"
+        scope = scope_for(message, self.scope_mode, thread_channels=self.thread_scope_channels)
         return TurnIdentity(
-            session_id=message.chat_key,
-            scope=scope_for(message, self.scope_mode, thread_scope=self.thread_scope),
+            session_id=session_key(scope, message.chat_key),
+            scope=scope,
             user=user,
             is_admin=user in self.admins,
         )
@@ -119,7 +121,7 @@ class Agent:
     async def _turn(self, message: IncomingMessage) -> Reply:
         who = self.identify(message)
         now = self._clock()
-        await asyncio.to_thread(self.conversations.ensure_session, who.session_id, who.scope, message.channel)
+        await self.sessions.open(who.scope, message.chat_key, message.channel)
         user_message: Message = {"role": "user", "content": message.text}
         await asyncio.to_thread(self.conversations.append_messages, who.session_id, [user_message])
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
@@ -129,12 +131,12 @@ class Agent:
                 text = await self._converse(who, ctx, system)
             except ContextLengthExceeded:
                 log.warning("context too long for session %s: trimming harder and retrying once", who.session_id)
-                await asyncio.to_thread(self._trim, who.session_id, now, "overflow", True)
+                await self.sessions.trim(who.session_id, harder=True)
                 text = await self._converse(who, ctx, system)
         except LLMError as exc:
             log.warning("turn failed for session %s: %s", who.session_id, exc)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
-        await asyncio.to_thread(self._trim, who.session_id, now, "trim", False)
+        await self.sessions.trim(who.session_id)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
     async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str) -> str:
@@ -165,22 +167,6 @@ class Agent:
         if session is not None and session.summary:
             head.append({"role": "system", "content": f"Summary of the earlier conversation:\n{session.summary}"})
         return head + _drop_orphan_tool_messages(history)
-
-    def _trim(self, session_id: str, now: datetime, reason: str, harder: bool) -> None:
-        """Trim the context when over budget (or always, harder, after an overflow)."""
-        stored = self.conversations.context_messages(session_id)
-        if harder:
-            visible = [i for i, item in enumerate(stored) if item.visible]
-            cut = visible[len(visible) // 2] if len(visible) > 1 else None
-            new_start = stored[cut].seq if cut else None
-        else:
-            new_start = trim_point(stored, self.context.max_turns, self.context.max_tokens)
-        if new_start is None:
-            return
-        job = self.conversations.trim(session_id, new_start, reason, now.strftime("%Y-%m-%d"))
-        if job is not None:
-            log.info("session %s: trimmed seq %d-%d (%s), flush job %d", session_id, job.seq_from, job.seq_to, reason, job.id)
-            self._on_flush_job()
 
 
 def _drop_orphan_tool_messages(history: list[Message]) -> list[Message]:

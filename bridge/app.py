@@ -10,8 +10,8 @@ import asyncio
 import getpass
 import logging
 import os
-from collections.abc import Sequence
-from datetime import date, datetime
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import date
 from functools import cached_property
 
 from memory import MemoryManager, Workspace, make_embedder
@@ -19,12 +19,13 @@ from memory.conversations import ConversationStore
 from memory.dream import DeepDream, DreamResult
 from memory.flush import Flusher
 from memory.knowledge import KnowledgeService
-from memory.scopes import GLOBAL_SCOPE
 
 from .agent import Agent
 from .config import AppConfig
+from .conversation import Sessions
 from .llm import LLMClient, Message, OpenAIChat
 from .prompt import PromptBuilder
+from .scopes import terminal_scope
 from .timer import DailyTimer
 from .tools import ToolBox, default_tools
 from .worker import FlushWorker, llm_summarizer
@@ -74,6 +75,10 @@ class Services:
         return FlushWorker(Flusher(self.conversations, self.memory), llm_summarizer(self.llm))
 
     @cached_property
+    def sessions(self) -> Sessions:
+        return Sessions(self.conversations, self.config.context, on_job=self.flush_worker.notify)
+
+    @cached_property
     def agent(self) -> Agent:
         return Agent(
             memory=self.memory,
@@ -83,10 +88,10 @@ class Services:
             prompt=PromptBuilder(self.workspace, self.config.agent.persona_file),
             context=self.config.context,
             settings=self.config.agent,
+            sessions=self.sessions,
             scope_mode=self.config.memory.scope,
             admins=frozenset(self.config.admins),
-            thread_scope=self.config.channels.slack.thread_scope,
-            on_flush_job=self.flush_worker.notify,
+            thread_scope_channels=frozenset({"slack"} if self.config.channels.slack.thread_scope else ()),
         )
 
     @cached_property
@@ -100,28 +105,30 @@ class Services:
         """Deep Dream for one scope now, with the configured LLM."""
         return await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force)
 
+    async def clear_context(self, scope: str, chat_key: str) -> None:
+        """``/clear``: a fresh context for the chat in ``scope`` (its turns still reach daily memory)."""
+        await self.sessions.clear(scope, chat_key)
+
     async def nightly(self, day: date, lookback_days: int) -> None:
-        """The nightly pass: summarise each session active on ``day``, finish pending flushes,
-        dream each scope that has daily memory, then drop conversation rows past retention.
-        One scope's failure does not stop the others."""
-        since = datetime.combine(day, datetime.min.time()).timestamp()
-        summarize = llm_summarizer(self.llm)
-        for session in await asyncio.to_thread(self.conversations.sessions_active_since, since):
-            try:
-                await self.flush_worker.flusher.daily_summary(session.id, day.isoformat(), summarize)
-            except Exception:  # noqa: BLE001
-                log.exception("daily summary of session %s failed", session.id)
-        await self.flush_worker.drain()
+        """The nightly pass: queue the day's turns still in context, finish every queued flush, dream
+        each scope that has daily memory, then drop conversation rows past retention. Each step logs
+        its own failure and the night goes on, so a slow or failing step never skips the others."""
+        await _step("the nightly summary", lambda: self.sessions.summarize_day(day))
+        await _step("the pending flushes", self.flush_worker.drain)
         if self.config.memory.dream.enabled:
-            for scope in self.workspace.list_scopes():
-                if not self.dreamer.has_daily_content(scope, day, lookback_days):
-                    continue
-                try:
-                    result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)
-                    log.info("deep dream %s: %s", scope, result.reason)
-                except Exception:  # noqa: BLE001
-                    log.exception("deep dream of scope %s failed", scope)
-        await asyncio.to_thread(self.conversations.cleanup, self.config.conversation.max_age_days)
+            await _step("Deep Dream", lambda: self._dream_all(day, lookback_days))
+        await _step("the conversation cleanup", lambda: self.sessions.cleanup(self.config.conversation.max_age_days))
+
+    async def _dream_all(self, day: date, lookback_days: int) -> None:
+        """Deep Dream for each scope with daily memory in the window; one scope's failure stops no other."""
+        for scope in await asyncio.to_thread(self.workspace.list_scopes):
+            if not await asyncio.to_thread(self.dreamer.has_daily_content, scope, day, lookback_days):
+                continue
+            try:
+                result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)
+                log.info("deep dream %s: %s", scope, result.reason)
+            except Exception:  # noqa: BLE001
+                log.exception("deep dream of scope %s failed", scope)
 
     @cached_property
     def timer(self) -> DailyTimer:
@@ -135,11 +142,14 @@ class Services:
 
         return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=last_run, set_last_run=set_last_run)
 
+    def terminal_user(self) -> str:
+        """The person at this terminal: ``channels.terminal.user``, else the login name."""
+        return self.config.channels.terminal.user or local_user()
+
     def terminal_scope(self) -> str:
-        """The scope of the person at this terminal (``terminal-<user>``, or ``global``)."""
-        if self.config.memory.scope == "global":
-            return GLOBAL_SCOPE
-        return f"terminal-{self.config.channels.terminal.user or local_user()}"
+        """The scope of the person at this terminal (``terminal-<user>``, or ``global``): the very
+        scope their terminal messages get, from the one function that derives scopes."""
+        return terminal_scope(self.terminal_user(), self.config.memory.scope)
 
     async def aclose(self) -> None:
         """Stop background work and release connections (the async parts first)."""
@@ -152,3 +162,11 @@ class Services:
     def close(self) -> None:
         if "memory" in self.__dict__:
             self.memory.close()
+
+
+async def _step(what: str, run: Callable[[], Awaitable[object]]) -> None:
+    """One step of a background pass: its failure is logged, and the pass goes on."""
+    try:
+        await run()
+    except Exception:  # noqa: BLE001 - every step of the night runs whatever the others did
+        log.exception("%s failed; the nightly pass goes on", what)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from channels import Channel, IncomingMessage, Reply
 from plugins import Action, Event, EventContext, PluginRegistry
 
-from .app import Services, local_user
+from .app import Services
 from .console import start_in_background
 from .logs import STATUS_LOGGER
 
@@ -237,7 +237,7 @@ def build_channels(services: Services, bridge_stop: Callable[[], None], *, termi
     if terminal_only or config.terminal.enabled:
         from channels.terminal import TerminalChannel
 
-        user = config.terminal.user or local_user()
+        user = services.terminal_user()
         banner = (f"membridge — chatting as {user} (memory scope {services.terminal_scope()}). "
                   "/help lists commands; Ctrl-D quits." + (f"\n{notice}" if notice else ""))
         channels.append(TerminalChannel(user, on_close=bridge_stop, banner=banner))

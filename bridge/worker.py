@@ -1,8 +1,11 @@
 """The background flush worker: runs pending flush jobs without ever blocking a reply.
 
-It wakes when the agent records a job and at start (jobs left pending by a crash run then).
-The summariser is the LLM with a prompt that asks for events in the user's own language and for
-an exact sentinel when nothing is worth keeping.
+It wakes when a job is recorded and at start (jobs left pending by a crash run then). Jobs are
+recorded in worker threads, so :meth:`FlushWorker.notify` may be called from any thread: it hands
+the wake-up to the event loop with ``call_soon_threadsafe``. A pass that fails (even reading the
+job list) is logged and retried later; the worker never dies. The summariser is the LLM with a
+prompt that asks for events in the user's own language and for an exact sentinel when nothing is
+worth keeping.
 """
 
 from __future__ import annotations
@@ -43,21 +46,31 @@ class FlushWorker:
         self.retry_delay_s = retry_delay_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._passes_started = 0
+        self._passes_done = 0
+        self._pass_done = asyncio.Condition()
 
     def notify(self) -> None:
-        """A job was recorded: run it soon. Safe to call from any coroutine of the loop."""
-        self._idle.clear()
-        self._wake.set()
+        """A job was recorded: run it soon. Safe from any thread; before :meth:`start` it does nothing
+        (the job is recorded, and the start runs it)."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake.set)
+        except RuntimeError:  # the loop is closed: the job stays recorded for the next start
+            log.info("flush worker stopped; the recorded job runs at the next start")
 
     def start(self) -> None:
         if self._task is None:
+            self._loop = asyncio.get_running_loop()
             self._task = asyncio.create_task(self._run(), name="flush-worker")
-            self.notify()
+            self._wake.set()
 
     async def stop(self) -> None:
         """Stop after the job in progress; unfinished jobs stay recorded for the next start."""
+        self._loop = None
         if self._task is not None:
             self._task.cancel()
             try:
@@ -65,25 +78,39 @@ class FlushWorker:
             except asyncio.CancelledError:
                 pass
             self._task = None
+            async with self._pass_done:  # a drain waiting for a pass that will not come returns
+                self._pass_done.notify_all()
 
-    async def drain(self, timeout_s: float = 60.0) -> None:
-        """Wait until the pending jobs have run (the daily timer needs that before Deep Dream)."""
+    async def drain(self) -> None:
+        """Wait until every job recorded before this call has had its turn (the nightly pass needs
+        that before Deep Dream): one whole pass that starts after the call. However slow the LLM, a
+        pass ends (each summary falls back to rules when the LLM fails), so there is no timeout
+        that could skip the night; jobs recorded meanwhile do not extend the wait."""
         if self._task is None:
             await self.flusher.run_pending(self.summarize)
             return
-        self.notify()
-        await asyncio.wait_for(self._idle.wait(), timeout_s)
+        wanted = self._passes_started + 1
+        self._wake.set()
+        async with self._pass_done:
+            await self._pass_done.wait_for(lambda: self._passes_done >= wanted or self._task is None)
 
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            try:
-                await self.flusher.run_pending(self.summarize)
-            except Exception:  # noqa: BLE001 - the worker must survive anything
-                log.exception("flush worker pass failed")
-            pending = await asyncio.to_thread(self.flusher.store.pending_jobs)
-            if pending and not self._wake.is_set():
-                asyncio.get_running_loop().call_later(self.retry_delay_s, self._wake.set)
-            if not self._wake.is_set():
-                self._idle.set()
+            self._passes_started += 1
+            await self._one_pass()
+            self._passes_done = self._passes_started
+            async with self._pass_done:
+                self._pass_done.notify_all()
+
+    async def _one_pass(self) -> None:
+        """Run the pending jobs; when some stay pending (or the pass failed), try again later."""
+        try:
+            await self.flusher.run_pending(self.summarize)
+            retry = bool(await asyncio.to_thread(self.flusher.store.pending_jobs))
+        except Exception:  # noqa: BLE001 - the worker must survive anything
+            log.exception("flush worker pass failed; retrying in %.0fs", self.retry_delay_s)
+            retry = True
+        if retry and not self._wake.is_set():
+            asyncio.get_running_loop().call_later(self.retry_delay_s, self._wake.set)

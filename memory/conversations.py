@@ -1,14 +1,18 @@
 """The conversation store: sessions, their messages and durable flush jobs, in ``index.db``.
 
-Messages are append-only with a ``seq`` that continues per session. The LLM context of a session
+Messages are append-only with a ``seq`` that only grows per session. The LLM context of a session
 starts at ``context_start_seq``: trimming or ``/clear`` moves that boundary, older rows stay on
-disk. Trimming records a flush job in the same transaction that moves the boundary, so a crash at
-any point either keeps the old context or leaves a job that the next start completes.
+disk. Each session has one watermark, ``summarized_seq``: every message up to it belongs to a flush
+job already recorded. Every path that moves turns toward daily memory (a trim, ``/clear``, the
+nightly summary) records a job for the range past the watermark and advances it in the same
+transaction, so each turn is queued exactly once, and a crash at any point either keeps the old
+state or leaves a job that the next start completes.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +27,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, scope TEXT NOT NULL, channel TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL, updated_at REAL NOT NULL,
-    context_start_seq INTEGER NOT NULL DEFAULT 0, summary TEXT
+    context_start_seq INTEGER NOT NULL DEFAULT 0, summary TEXT,
+    summarized_seq INTEGER NOT NULL DEFAULT 0, cleared_seq INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS messages (
     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
@@ -38,8 +43,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL, done_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
-CREATE TABLE IF NOT EXISTS daily_summaries (session_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
 """
+_SESSION_COLUMNS = "id, scope, channel, context_start_seq, summary, updated_at, summarized_seq, cleared_seq"
+DAILY_REASON = "daily"
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,8 @@ class Session:
     context_start_seq: int
     summary: str | None
     updated_at: float
+    summarized_seq: int = 0  # every message up to here belongs to a recorded flush job
+    cleared_seq: int = 0  # where the last /clear started a fresh context
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,25 @@ class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """An older index.db kept the nightly summary's progress in ``daily_summaries``, apart from the
+        trim jobs (so a turn could be summarised twice); fold it into the one watermark per session."""
+        if _has_watermark(self.db.query("PRAGMA table_info(sessions)")):
+            return  # the usual case: no write lock taken at start
+        with self.db.transaction() as conn:
+            if _has_watermark(conn.execute("PRAGMA table_info(sessions)").fetchall()):
+                return  # another process migrated it meanwhile
+            for column in ("summarized_seq", "cleared_seq"):
+                conn.execute(f"ALTER TABLE sessions ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+            conn.execute("UPDATE sessions SET summarized_seq = max(context_start_seq - 1, 0)")
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'daily_summaries'").fetchone():
+                conn.execute(
+                    "UPDATE sessions SET summarized_seq = max(summarized_seq, (SELECT last_seq FROM daily_summaries d"
+                    " WHERE d.session_id = sessions.id)) WHERE id IN (SELECT session_id FROM daily_summaries)"
+                )
+                conn.execute("DROP TABLE daily_summaries")
 
     # ------------------------------------------------------------- sessions
     def ensure_session(self, session_id: str, scope: str, channel: str = "") -> Session:
@@ -101,17 +128,11 @@ class ConversationStore:
         return session
 
     def get_session(self, session_id: str) -> Session | None:
-        rows = self.db.query(
-            "SELECT id, scope, channel, context_start_seq, summary, updated_at FROM sessions WHERE id = ?", (session_id,)
-        )
+        rows = self.db.query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         return Session(*rows[0]) if rows else None
 
     def sessions_active_since(self, since: float) -> list[Session]:
-        rows = self.db.query(
-            "SELECT id, scope, channel, context_start_seq, summary, updated_at FROM sessions WHERE updated_at >= ?"
-            " ORDER BY id",
-            (since,),
-        )
+        rows = self.db.query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE updated_at >= ? ORDER BY id", (since,))
         return [Session(*row) for row in rows]
 
     # ------------------------------------------------------------- messages
@@ -121,12 +142,14 @@ class ConversationStore:
         return list(dict.fromkeys(session.scope for session in sessions))[:limit]
 
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[int]:
-        """Append in order; ``seq`` continues from the session's last (safe with concurrent writers)."""
+        """Append in order (safe with concurrent writers). ``seq`` continues past every seq the session
+        ever had, even when pruning or retention deleted the newest rows, so a recorded job's range
+        never comes to cover new turns."""
         if not messages:
             return []
         now = time.time()
         with self.db.transaction() as conn:
-            last = conn.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+            last = _last_seq(conn, session_id)
             seqs = list(range(last + 1, last + 1 + len(messages)))
             conn.executemany(
                 "INSERT INTO messages (session_id, seq, role, body, visible, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -163,38 +186,58 @@ class ConversationStore:
         )
         return [json.loads(row[0]) for row in rows]
 
-    def clear_context(self, session_id: str) -> None:
-        """Start the LLM context afresh; the rows stay on disk."""
+    def clear_context(self, session_id: str, day: str) -> FlushJob | None:
+        """Start the LLM context afresh; the rows stay on disk. The turns not yet in daily memory
+        become a flush job (the nightly summary reads only the context, so they would be lost), and
+        ``cleared_seq`` tells a flush that finishes later that the fresh context is not its own."""
         with self.db.transaction() as conn:
+            session = _session(conn, session_id)
+            if session is None:
+                return None
+            end = _last_seq(conn, session_id)
             conn.execute(
-                "UPDATE sessions SET context_start_seq = (SELECT coalesce(max(seq), 0) + 1 FROM messages"
-                " WHERE session_id = ?), summary = NULL WHERE id = ?",
-                (session_id, session_id),
+                "UPDATE sessions SET context_start_seq = ?, cleared_seq = ?, summary = NULL WHERE id = ?",
+                (end + 1, end + 1, session_id),
             )
+            return _record_job(conn, session, end, "clear", day)
 
     def trim(self, session_id: str, new_start_seq: int, reason: str, day: str) -> FlushJob | None:
-        """Move the context boundary to ``new_start_seq`` and record a flush job for what left.
-
-        Both happen in one transaction: the trimmed range is never lost and never queued twice.
-        """
+        """Move the context boundary to ``new_start_seq``; what left it and is not yet in daily memory
+        becomes a flush job, in the same transaction: never lost, never queued twice."""
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT scope, context_start_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None or new_start_seq <= row[1]:
+            session = _session(conn, session_id)
+            if session is None or new_start_seq <= session.context_start_seq:
                 return None
-            scope, old_start = row
-            seq_to = new_start_seq - 1
             conn.execute("UPDATE sessions SET context_start_seq = ? WHERE id = ?", (new_start_seq, session_id))
-            cursor = conn.execute(
-                "INSERT INTO jobs (kind, session_id, scope, seq_from, seq_to, reason, day, created_at)"
-                " VALUES ('flush', ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, scope, old_start, seq_to, reason, day, time.time()),
-            )
-            job_id = int(cursor.lastrowid or 0)
-        return FlushJob(job_id, session_id, scope, old_start, seq_to, reason, day, 0)
+            return _record_job(conn, session, new_start_seq - 1, reason, day)
 
-    def set_summary(self, session_id: str, summary: str | None) -> None:
+    def record_daily_jobs(self, until: float, day: str) -> list[FlushJob]:
+        """The nightly summary: in every session, the turns written before ``until`` that are not yet
+        in daily memory become one job for ``day``. The context keeps them; a later trim does not
+        queue them again."""
         with self.db.transaction() as conn:
-            conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", (summary, session_id))
+            rows = conn.execute(
+                f"SELECT {_SESSION_COLUMNS}, (SELECT max(seq) FROM messages m WHERE m.session_id = s.id"
+                " AND m.created_at < ?) FROM sessions s ORDER BY id",
+                (until,),
+            ).fetchall()
+            jobs = [_record_job(conn, Session(*row[:-1]), row[-1], DAILY_REASON, day) for row in rows if row[-1]]
+        return [job for job in jobs if job is not None]
+
+    def remember_summary(self, job: FlushJob, summary: str, keep_chars: int) -> bool:
+        """Add a finished job's summary to the head of its session's context, so the thread is not
+        lost: only when its turns have left the context and no ``/clear`` came after it was recorded
+        (its summary belongs to the old context). Checked and written in one transaction."""
+        with self.db.transaction() as conn:
+            session = _session(conn, job.session_id)
+            if session is None or job.seq_to >= session.context_start_seq or job.seq_from < session.cleared_seq:
+                return False
+            previous = session.summary or ""
+            if summary in previous:
+                return False
+            combined = f"{previous}\n{summary}".strip()[-keep_chars:]
+            conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", (combined, job.session_id))
+        return True
 
     def prune_scheduled_messages(self, session_id: str, keep_last_n: int) -> int:
         """Keep only the newest ``keep_last_n`` scheduler-injected pairs; returns rows deleted."""
@@ -213,10 +256,18 @@ class ConversationStore:
         return len(doomed)
 
     def cleanup(self, max_age_days: float, now: float | None = None) -> int:
-        """Delete messages older than ``max_age_days`` and sessions left empty; returns rows deleted."""
+        """Delete messages older than ``max_age_days`` that already reached daily memory (a turn no
+        job has taken yet, or whose job is pending, stays) and sessions left empty; returns rows
+        deleted. A session's watermark lives in its row, so a chat that comes back starts afresh."""
         cutoff = (now or time.time()) - max_age_days * 86400
         with self.db.transaction() as conn:
-            deleted = conn.execute("DELETE FROM messages WHERE created_at < ?", (cutoff,)).rowcount
+            deleted = conn.execute(
+                "DELETE FROM messages WHERE created_at < ?"
+                " AND seq <= (SELECT summarized_seq FROM sessions s WHERE s.id = messages.session_id)"
+                " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_id = messages.session_id"
+                " AND j.status = 'pending' AND messages.seq BETWEEN j.seq_from AND j.seq_to)",
+                (cutoff,),
+            ).rowcount
             conn.execute(
                 "DELETE FROM sessions WHERE updated_at < ? AND NOT EXISTS"
                 " (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)",
@@ -224,19 +275,6 @@ class ConversationStore:
             )
             conn.execute("DELETE FROM jobs WHERE status = 'done' AND done_at < ?", (cutoff,))
         return int(deleted)
-
-    def daily_summary_seq(self, session_id: str) -> int:
-        """The last seq covered by a nightly summary of this session (0 when none yet)."""
-        rows = self.db.query("SELECT last_seq FROM daily_summaries WHERE session_id = ?", (session_id,))
-        return int(rows[0][0]) if rows else 0
-
-    def set_daily_summary_seq(self, session_id: str, seq: int) -> None:
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO daily_summaries (session_id, last_seq) VALUES (?, ?)"
-                " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq",
-                (session_id, seq),
-            )
 
     # ----------------------------------------------------------------- jobs
     def pending_jobs(self) -> list[FlushJob]:
@@ -257,3 +295,37 @@ class ConversationStore:
                 " status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE status END WHERE id = ?",
                 (error[:500], max_attempts, job_id),
             )
+
+
+def _has_watermark(columns: Sequence[Sequence[object]]) -> bool:
+    return any(column[1] == "summarized_seq" for column in columns)
+
+
+def _session(conn: sqlite3.Connection, session_id: str) -> Session | None:
+    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return Session(*row) if row else None
+
+
+def _last_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    """The highest seq the session ever used: its rows, or a boundary or watermark past them."""
+    row = conn.execute(
+        "SELECT max(coalesce((SELECT max(seq) FROM messages WHERE session_id = s.id), 0),"
+        " s.summarized_seq, s.context_start_seq - 1) FROM sessions s WHERE s.id = ?",
+        (session_id,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _record_job(conn: sqlite3.Connection, session: Session, seq_to: int, reason: str, day: str) -> FlushJob | None:
+    """Queue the session's messages past its watermark up to ``seq_to`` and advance the watermark:
+    the one place a turn is handed to daily memory, so no turn is handed over twice."""
+    seq_from = session.summarized_seq + 1
+    if seq_to < seq_from:
+        return None
+    conn.execute("UPDATE sessions SET summarized_seq = ? WHERE id = ?", (seq_to, session.id))
+    cursor = conn.execute(
+        "INSERT INTO jobs (kind, session_id, scope, seq_from, seq_to, reason, day, created_at)"
+        " VALUES ('flush', ?, ?, ?, ?, ?, ?, ?)",
+        (session.id, session.scope, seq_from, seq_to, reason, day, time.time()),
+    )
+    return FlushJob(int(cursor.lastrowid or 0), session.id, session.scope, seq_from, seq_to, reason, day, 0)

@@ -1,10 +1,11 @@
-"""Flush: trimmed conversation turns become a few lines of daily memory.
+"""Flush: conversation turns on their way out become a few lines of daily memory.
 
-A job (recorded by :meth:`ConversationStore.trim`) is summarised by an injected async
-``summarize`` callable (the bridge passes one backed by the LLM; this package knows no LLM). The
-"nothing worth keeping" sentinel writes nothing; an LLM failure falls back to a rule-based
-summary. Each block carries its job id in an HTML comment, so re-running a job after a crash
-between the write and the "done" mark writes nothing twice.
+A job (recorded by the :class:`ConversationStore` whenever turns leave the context or the nightly
+summary takes them) is summarised by an injected async ``summarize`` callable (the bridge passes
+one backed by the LLM; this package knows no LLM). The "nothing worth keeping" sentinel writes
+nothing; an LLM failure falls back to a rule-based summary. Each block carries its job id in an
+HTML comment, so re-running a job after a crash between the write and the "done" mark writes
+nothing twice.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from enum import Enum
 
-from .conversations import ConversationStore, FlushJob, Message, is_scheduled
-from .manager import MemoryManager, append_text
+from .conversations import DAILY_REASON, ConversationStore, FlushJob, Message, is_scheduled
+from .files import append_text
+from .manager import MemoryManager
 
 log = logging.getLogger(__name__)
 
@@ -121,56 +123,18 @@ class Flusher:
             await asyncio.to_thread(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
         written = await asyncio.to_thread(self._append_once, job, summary)
-        await asyncio.to_thread(self._remember_in_context, job.session_id, summary)
+        await asyncio.to_thread(self.store.remember_summary, job, summary, _SUMMARY_KEEP_CHARS)
         await asyncio.to_thread(self.store.finish_job, job.id)
         return outcome if written else FlushOutcome.ALREADY
 
     def _append_once(self, job: FlushJob, summary: str) -> bool:
-        return self._append_block(job.scope, job.day, _marker(job.id), "conversation notes", summary)
-
-    def _append_block(self, scope: str, day: str, marker: str, title: str, summary: str) -> bool:
-        """Append a titled block unless one with ``marker`` is already there (a re-run after a crash)."""
-        target = self.memory.workspace.daily_file(scope, day)
+        """Append the job's block unless it is already there (a re-run after a crash)."""
+        title = "daily summary" if job.reason == DAILY_REASON else "conversation notes"
+        target = self.memory.workspace.daily_file(job.scope, job.day)
+        marker = _marker(job.id)
         with self.memory.lock:
             if target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"):
                 return False
             append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
-        self.memory.mark_dirty(scope)
+        self.memory.mark_dirty(job.scope)
         return True
-
-    async def daily_summary(self, session_id: str, day: str, summarize: Summarizer) -> FlushOutcome:
-        """Summarise what a session said on ``day`` since its last daily summary (the nightly pass).
-
-        Trimmed turns already reached daily memory through flush jobs; this covers the turns still
-        in the context, so that Deep Dream sees the whole day. Nothing new → nothing is written.
-        """
-        session = await asyncio.to_thread(self.store.get_session, session_id)
-        if session is None:
-            return FlushOutcome.NOTHING
-        since = await asyncio.to_thread(self.store.daily_summary_seq, session_id)
-        start = max(since + 1, session.context_start_seq)
-        stored = [
-            m for m in await asyncio.to_thread(self.store.context_messages, session_id)
-            if m.seq >= start and datetime.fromtimestamp(m.created_at).strftime("%Y-%m-%d") == day
-        ]
-        messages = strip_scheduled_pairs([m.message for m in stored])
-        if not stored or not conversation_text(messages):
-            return FlushOutcome.NOTHING
-        last_seq = stored[-1].seq
-        summary, outcome = await _summarize(messages, summarize, f"daily summary of {session_id}")
-        if is_sentinel(summary):
-            outcome = FlushOutcome.NOTHING
-        else:
-            marker = f"<!-- daily:{session_id}:{last_seq} -->"
-            await asyncio.to_thread(self._append_block, session.scope, day, marker, "daily summary", summary)
-        await asyncio.to_thread(self.store.set_daily_summary_seq, session_id, last_seq)
-        return outcome
-
-    def _remember_in_context(self, session_id: str, summary: str) -> None:
-        """Put the summary at the head of the remaining context, so the thread is not lost."""
-        session = self.store.get_session(session_id)
-        previous = session.summary if session and session.summary else ""
-        if summary in previous:
-            return
-        combined = f"{previous}\n{summary}".strip()
-        self.store.set_summary(session_id, combined[-_SUMMARY_KEEP_CHARS:])

@@ -47,6 +47,8 @@ class CommandHost(Protocol):
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult: ...
 
+    async def clear_context(self, scope: str, chat_key: str) -> None: ...
+
 
 Handler = Callable[[EventContext, str], Awaitable[str]]
 
@@ -81,7 +83,7 @@ class CommandsPlugin(Plugin):
 
     async def _clear(self, ctx: EventContext, rest: str) -> str:
         host: CommandHost = ctx.host
-        await asyncio.to_thread(host.conversations.clear_context, ctx.message.chat_key)
+        await host.clear_context(ctx.scope, ctx.message.chat_key)
         return "Context cleared: I start fresh here. Your history and memory are kept."
 
     # ----------------------------------------------------------------- /memory

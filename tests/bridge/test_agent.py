@@ -9,6 +9,10 @@ from datetime import datetime
 import pytest
 from support.bot import dm, group, is_summary_request, make_services, system_prompt
 
+from bridge.conversation import session_key
+
+ANN = session_key("telegram-42", "telegram::42:")  # Ann's DM: one session per chat and scope
+
 
 @pytest.fixture
 async def services(tmp_path, fake_llm):
@@ -27,7 +31,7 @@ async def test_a_turn_answers_and_stores_both_messages(services, fake_llm) -> No
     fake_llm.reply("Hello Ann!")
     reply = await services.agent.handle(dm("hi"))
     assert reply.text == "Hello Ann!"
-    stored = services.conversations.load_messages("telegram::42:", 5)
+    stored = services.conversations.load_messages(ANN, 5)
     assert stored == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello Ann!"}]
     assert fake_llm.requests[0]["stream"] is True and fake_llm.requests[0]["model"] == "fake-model"
 
@@ -96,7 +100,7 @@ async def test_an_llm_failure_gives_a_clear_reply_and_loses_nothing(services, fa
     fake_llm.fail(500, times=3)
     reply = await services.agent.handle(dm("remember my flight is at 9"))
     assert "language model" in reply.text and "saved" in reply.text
-    assert services.conversations.load_messages("telegram::42:", 5) == [
+    assert services.conversations.load_messages(ANN, 5) == [
         {"role": "user", "content": "remember my flight is at 9"}]
     fake_llm.reply("ok, 9 it is")
     await services.agent.handle(dm("did you get that?"))
@@ -137,7 +141,7 @@ async def test_21_turns_over_max_turns_20_flush_a_summary_to_daily_memory(tmp_pa
     summary_requests = [r for r in fake_llm.requests if is_summary_request(r)]
     assert len(summary_requests) == 1 and "message 0:" in summary_requests[0]["messages"][1]["content"]
     assert services.conversations.pending_jobs() == []
-    history = services.conversations.load_messages("telegram::42:", 100)
+    history = services.conversations.load_messages(ANN, 100)
     assert history[0]["content"] == "message 11: I'm planning Osaka" and len(history) == 20
     fake_llm.reply("still here")
     await services.agent.handle(dm("next"))
@@ -185,7 +189,7 @@ async def test_context_overflow_records_a_job_trims_and_retries(tmp_path, fake_l
     reply = await services.agent.handle(dm("one more"))
     assert reply.text == "answered after trimming"
     jobs = services.memory.db.query("SELECT reason, seq_from, seq_to FROM jobs")
-    assert [tuple(j) for j in jobs] == [("overflow", 0, 4)]
+    assert [tuple(j) for j in jobs] == [("overflow", 1, 4)]
     retried = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] != "system"]
     assert "turn 0" not in retried and "one more" in retried
     await services.aclose()
@@ -200,7 +204,7 @@ async def test_one_chat_in_order_while_another_is_served(services, fake_llm) -> 
     assert (await other).text == "echo b0"
     users = [r["messages"][-1]["content"] for r in fake_llm.requests if r["messages"][-1]["content"].startswith("a")]
     assert users == [f"a{i}" for i in range(10)]
-    history = services.conversations.load_messages("telegram::1:", 20)
+    history = services.conversations.load_messages(session_key("telegram-1", "telegram::1:"), 20)
     assert [m["content"] for m in history if m["role"] == "user"] == [f"a{i}" for i in range(10)]
 
 

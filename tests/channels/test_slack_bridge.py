@@ -109,4 +109,4 @@ async def test_a_mention_is_answered_in_its_thread_with_the_channels_scope(world
     assert posted["thread_ts"] == "1700000300.000001" and posted["text"] == "Hello channel"
     prompt = llm.requests[0]["messages"][0]["content"]
     assert "123k" not in prompt and llm.requests[0]["messages"][-1]["content"] == "hi all"
-    assert services.conversations.get_session(f"slack:{TEAM_ID}:C0ROOM:").scope == f"slack-{TEAM_ID}-chat-C0ROOM"
+    assert [s.scope for s in services.conversations.sessions_active_since(0)] == [f"slack-{TEAM_ID}-chat-C0ROOM"]

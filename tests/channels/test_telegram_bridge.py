@@ -70,7 +70,7 @@ async def test_groups_answer_mentions_only_with_the_groups_scope(world) -> None:
     [request] = llm.requests
     assert request["messages"][-1]["content"] == "say hi"
     assert "diagnosis" not in request["messages"][0]["content"]
-    assert services.conversations.get_session("telegram::-100200:").scope == "telegram-chat--100200"
+    assert [s.scope for s in services.conversations.sessions_active_since(0)] == ["telegram-chat--100200"]
 
 
 async def test_starting_the_bot_publishes_the_commands_menu(world) -> None:

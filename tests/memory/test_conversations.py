@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -53,20 +54,22 @@ def test_max_turns_counts_visible_user_turns_only(store) -> None:
         store.load_messages("s1", 0)
 
 
-def test_clear_context_keeps_rows_on_disk(store) -> None:
+def test_clear_context_keeps_rows_on_disk_and_queues_them_for_daily_memory(store) -> None:
     store.append_messages("s1", turn("old"))
-    store.clear_context("s1")
+    job = store.clear_context("s1", "2026-12-02")
+    assert job is not None and (job.seq_from, job.seq_to, job.reason, job.day) == (1, 2, "clear", "2026-12-02")
     assert store.load_messages("s1", 10) == []
     store.append_messages("s1", turn("new"))
     assert [m["content"] for m in store.load_messages("s1", 10)] == ["new", "re: new"]
     assert store.messages_between("s1", 1, 2) == turn("old")
+    assert store.clear_context("s1", "2026-12-02").seq_from == 3  # only what the first clear did not take
 
 
 def test_trim_moves_the_boundary_and_records_one_job(store) -> None:
     for i in range(3):
         store.append_messages("s1", turn(f"q{i}"))
     job = store.trim("s1", 5, "trim", "2026-12-02")
-    assert job is not None and (job.seq_from, job.seq_to, job.scope, job.reason) == (0, 4, "alice", "trim")
+    assert job is not None and (job.seq_from, job.seq_to, job.scope, job.reason) == (1, 4, "alice", "trim")
     assert store.trim("s1", 5, "trim", "2026-12-02") is None  # no double job for the same range
     assert [j.id for j in store.pending_jobs()] == [job.id]
     assert [m["content"] for m in store.load_messages("s1", 10)] == ["q2", "re: q2"]
@@ -82,7 +85,117 @@ def test_prune_scheduled_keeps_the_newest_pairs(store) -> None:
     assert contents == ["[SCHEDULED] price check 3", "price 3", "[SCHEDULED] price check 4", "price 4", "real", "re: real"]
 
 
-def test_retention_cleanup_runs_and_deletes_old_rows(store) -> None:
+def queued(store: ConversationStore) -> list[tuple[int, int, str]]:
+    """Every job's range and reason, oldest first."""
+    return [tuple(row) for row in store.db.query("SELECT seq_from, seq_to, reason FROM jobs ORDER BY id")]
+
+
+def test_retention_keeps_turns_until_they_are_in_daily_memory_then_deletes_them(store) -> None:
     store.append_messages("s1", turn("ancient"))
-    assert store.cleanup(max_age_days=30, now=time.time() + 31 * 86400) == 2
-    assert store.context_messages("s1") == []
+    later = time.time() + 31 * 86400
+    assert store.cleanup(max_age_days=30, now=later) == 0  # never queued: deleting would lose it
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    assert store.cleanup(max_age_days=30, now=later) == 0  # queued, not yet written
+    store.finish_job(job.id)
+    assert store.cleanup(max_age_days=30, now=later) == 2
+    assert store.context_messages("s1") == [] and store.get_session("s1") is None
+
+
+def test_a_trim_after_the_nightly_summary_queues_only_the_turns_it_did_not_take(store) -> None:
+    """Issue 15 #5: a turn goes to daily memory once, whichever of the nightly summary and a trim
+    takes it first (the trim used to start at the old context boundary)."""
+    for i in range(3):
+        store.append_messages("s1", turn(f"q{i}"))  # seq 1-6
+    store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    store.append_messages("s1", turn("q3"))  # seq 7-8
+    store.append_messages("s1", turn("q4"))  # seq 9-10
+    assert [m["content"] for m in store.load_messages("s1", 10)][0] == "q0"  # the summary left the context as it was
+    store.trim("s1", 9, "trim", "2026-12-03")
+    store.record_daily_jobs(time.time() + 1, "2026-12-03")
+    assert queued(store) == [(1, 6, "daily"), (7, 8, "trim"), (9, 10, "daily")]
+    assert store.record_daily_jobs(time.time() + 1, "2026-12-03") == []
+
+
+def test_the_nightly_summary_takes_only_turns_written_before_its_night_ends(store) -> None:
+    store.append_messages("s1", turn("tonight"))
+    assert store.record_daily_jobs(time.time() - 60, "2026-12-01") == []
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    assert (job.seq_from, job.seq_to, job.day, job.scope) == (1, 2, "2026-12-02", "alice")
+
+
+def test_a_chat_that_comes_back_after_cleanup_has_its_new_turns_summarised(store) -> None:
+    """Issue 15 #6: cleanup deleted an idle session but kept its nightly-summary row, so the new
+    turns of the same chat (seq from 1 again) counted as already summarised."""
+    for i in range(3):
+        store.append_messages("s1", turn(f"old {i}"))
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-09-01")
+    store.finish_job(job.id)
+    assert store.cleanup(max_age_days=90, now=time.time() + 91 * 86400) == 6
+    store.ensure_session("s1", "alice")
+    store.append_messages("s1", turn("back again"))
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    assert store.messages_between("s1", job.seq_from, job.seq_to) == turn("back again")
+
+
+def test_seq_never_reuses_a_number_a_job_already_covers(store) -> None:
+    store.append_messages("s1", turn("real"))
+    store.append_messages("s1", [{"role": "user", "content": "[SCHEDULED] ping"}, {"role": "assistant", "content": "pong"}])
+    store.record_daily_jobs(time.time() + 1, "2026-12-02")  # seq 1-4
+    assert store.prune_scheduled_messages("s1", 0) == 2  # the newest rows, 3 and 4, go
+    assert store.append_messages("s1", turn("next")) == [5, 6]
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    assert store.messages_between("s1", job.seq_from, job.seq_to) == turn("next")
+
+
+def test_a_summary_finished_after_clear_stays_out_of_the_fresh_context(store) -> None:
+    """Issue 15 #4b: the summary of turns trimmed before /clear belongs to the old context."""
+    for i in range(3):
+        store.append_messages("s1", turn(f"q{i}"))
+    trimmed = store.trim("s1", 5, "trim", "2026-12-02")
+    assert trimmed is not None
+    store.clear_context("s1", "2026-12-02")
+    assert store.remember_summary(trimmed, "- old thread", 2000) is False
+    assert store.get_session("s1").summary is None
+    store.append_messages("s1", turn("fresh"))
+    later = store.trim("s1", 9, "trim", "2026-12-02")
+    assert later is not None and store.remember_summary(later, "- new thread", 2000) is True
+    assert store.get_session("s1").summary == "- new thread"
+
+
+def test_a_summary_of_turns_still_in_the_context_is_not_added_to_it(store) -> None:
+    store.append_messages("s1", turn("q0"))
+    [daily] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    assert store.remember_summary(daily, "- q0 again", 2000) is False
+    assert store.get_session("s1").summary is None
+
+
+OLD_SCHEMA = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, scope TEXT NOT NULL, channel TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    context_start_seq INTEGER NOT NULL DEFAULT 0, summary TEXT
+);
+CREATE TABLE messages (
+    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
+    role TEXT NOT NULL, body TEXT NOT NULL, visible INTEGER NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE daily_summaries (session_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
+"""
+
+
+def test_an_older_index_keeps_what_it_already_summarised(tmp_path) -> None:
+    path = tmp_path / "index.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(OLD_SCHEMA)
+        now = time.time()
+        conn.executemany("INSERT INTO sessions (id, scope, created_at, updated_at, context_start_seq) VALUES (?, 'a', ?, ?, ?)",
+                         [("trimmed", now, now, 5), ("summarised", now, now, 0)])
+        conn.executemany("INSERT INTO messages VALUES (?, ?, 'user', '{\"role\": \"user\"}', 1, ?)",
+                         [(sid, seq, now) for sid in ("trimmed", "summarised") for seq in range(1, 9)])
+        conn.execute("INSERT INTO daily_summaries VALUES ('summarised', 6)")
+    store = ConversationStore(Database(path))
+    jobs = {job.session_id: (job.seq_from, job.seq_to) for job in store.record_daily_jobs(now + 1, "2026-12-02")}
+    assert jobs == {"trimmed": (5, 8), "summarised": (7, 8)}
+    assert not store.db.query("SELECT 1 FROM sqlite_master WHERE name = 'daily_summaries'")
+    ConversationStore(Database(path))  # opening it again changes nothing
