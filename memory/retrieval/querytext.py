@@ -68,3 +68,23 @@ def keyword_text(question: str, time_phrases: tuple[str, ...] = ()) -> str:
     if not words:
         return question
     return " ".join(words)
+
+
+def query_terms(words: str) -> list[str]:
+    """The pieces of a keyword query whose presence in a note is counted by :func:`coverage`:
+    each word (lowercase), and each bigram of a Chinese run (a run has no word boundaries)."""
+    terms: list[str] = []
+    for word in _WORD_RE.findall(words.lower()):
+        if has_cjk(word) and len(word) > 2:
+            terms.extend(word[i : i + 2] for i in range(len(word) - 1))
+        else:
+            terms.append(word)
+    return list(dict.fromkeys(terms))
+
+
+def coverage(terms: list[str], text: str) -> float:
+    """The share of ``terms`` that ``text`` holds (1.0 when there are none)."""
+    if not terms:
+        return 1.0
+    lowered = text.lower()
+    return sum(term in lowered for term in terms) / len(terms)

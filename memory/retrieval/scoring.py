@@ -10,7 +10,10 @@ Every candidate chunk gets four visible parts and one final score::
 - ``v`` is the cosine similarity of the question and the chunk, rescaled by the embedder's
   similarity floor (the cosine that unrelated texts typically get: 0 for USE, ~0.7 for e5) so that
   0 means "unrelated" and 1 "the same" for every model; ``k`` is the keyword (BM25) score in
-  (0, 1] for a chunk that holds the question's content words, 0 otherwise.
+  (0, 1] for a chunk that holds the question's content words, times the share of those words
+  (Chinese: bigrams) the chunk holds; 0 otherwise. The share keeps a note that merely shares one
+  word with the question (the best a note in the other language can do) from outranking the
+  note that answers it by meaning.
 - **Relevance leads.** Age only tips near-ties: ``recency`` falls from 1 (today) towards
   ``1 − recency_weight`` (default 0.9) and never below it, so a note from two years ago that
   answers the question keeps at least 90% of its score and still beats yesterday's loose match.

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from memory.retrieval import find_window
-from memory.retrieval.querytext import keyword_text
+from memory.retrieval.querytext import coverage, keyword_text, query_terms
 
 TODAY = date(2026, 12, 2)
 
@@ -59,3 +59,11 @@ def test_the_keyword_query_keeps_only_content_words() -> None:
     assert zh is not None
     assert keyword_text("我上个月去了哪里旅行？", zh.phrases) == "去 旅行"
     assert keyword_text("what is it?") == "what is it?"  # nothing but stop words: kept as asked
+
+
+def test_keyword_evidence_is_the_share_of_the_question_a_note_holds() -> None:
+    terms = query_terms("Caroline LGBTQ support group")
+    assert coverage(terms, "- Caroline: I went to a LGBTQ support group") == 1.0
+    assert coverage(terms, "- Caroline: hey Mel!") == 0.25
+    assert query_terms("西湖 晨跑团") == ["西湖", "晨跑", "跑团"]
+    assert coverage(query_terms("西湖 晨跑团"), "每周六在西湖边跑步") == pytest.approx(1 / 3)
