@@ -2,7 +2,9 @@
 
 A small seeded workspace (``common.generate_workspace``: 100 files, ~300 chunks) is written once
 and indexed twice, keyword-only and with the local embedding model; then hyperfine times each
-command (one warm-up run, then ``--runs``) and the medians are printed as a Markdown table.
+command (one warm-up run, then ``--runs``). The table gives, per command and tree, the median and
+the fastest wall-clock run and the mean CPU time (user + system): on a shared machine the CPU time
+and the fastest run say most about the code, the median about the load.
 ``--before DIR`` also times another checkout of the code with the same venv (``PYTHONPATH=DIR``),
 right before each command of this tree, so both see the same machine load:
 
@@ -61,17 +63,19 @@ def works(command: str) -> bool:
     return subprocess.run(command, shell=True, capture_output=True, check=False).returncode == 0
 
 
-def medians(commands: list[str], runs: int, work: Path) -> list[float]:
-    """hyperfine's median for each command, run one after the other (not in parallel)."""
+def timings(commands: list[str], runs: int, work: Path) -> list[str]:
+    """"median / fastest / CPU" for each command, run one after the other (not in parallel)."""
     export = work / "hyperfine.json"
     subprocess.run(["hyperfine", "--style", "none", "--warmup", "1", "--runs", str(runs), "--export-json",
                     str(export), *commands], check=True, capture_output=True, text=True)
-    return [float(result["median"]) for result in json.loads(export.read_text())["results"]]
+    return [f"{r['median']:.2f} / {r['min']:.2f} / {r['user'] + r['system']:.2f} s"
+            for r in json.loads(export.read_text())["results"]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--before", help="also time this checkout (PYTHONPATH), before each command of this tree")
+    parser.add_argument("--after", help="time this checkout (PYTHONPATH) instead of the repository's working tree")
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -80,15 +84,15 @@ def main() -> None:
         configs = write_configs(work)
         for config in configs.values():
             subprocess.run([str(MEMBRIDGE), "--config", str(config), "memory", "sync"], check=True, capture_output=True)
-        trees = ([args.before] if args.before else []) + [None]
-        heads = ["before" if tree else "this tree" for tree in trees]
-        print(f"| command ({args.runs} runs, p50) | " + " | ".join(heads) + " |")
+        trees = ([args.before] if args.before else []) + [args.after]
+        heads = (["before"] if args.before else []) + [args.after or "this tree"]
+        print(f"| command ({args.runs} runs: p50 / fastest / CPU) | " + " | ".join(heads) + " |")
         print("|---|" + "---:|" * len(trees))
         for label, config_name, arguments in COMMANDS:
             lines = [command_line(configs[config_name], arguments, tree) for tree in trees]
             timed = [line for line in lines if works(line)]
-            figures = dict(zip(timed, medians(timed, args.runs, work), strict=True)) if timed else {}
-            cells = [f"{figures[line]:.2f} s" if line in figures else "n/a" for line in lines]
+            figures = dict(zip(timed, timings(timed, args.runs, work), strict=True)) if timed else {}
+            cells = [figures.get(line, "n/a") for line in lines]
             print(f"| `{label}` | " + " | ".join(cells) + " |", flush=True)
 
 

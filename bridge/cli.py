@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from memory import SyncReport
 
     from .app import Services
+    from .config import AppConfig
+    from .llm import LLMClient
 
 
 
@@ -386,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(handler=None, help_parser=parser, long_running=False, memory_only_llm=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
-    def add(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str, *, scope: bool = True,
+    def add(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: Handler, help_text: str, *, scope: bool = True,
             json_flag: bool = True, example: str, details: str = "", **defaults: Any) -> argparse.ArgumentParser:
         description = help_text[0].upper() + help_text[1:] + "." + (f"\n\n{details}" if details else "")
         command = sub.add_parser(name, help=help_text, description=description, epilog=f"example:\n  {example}",
@@ -398,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--json", action="store_true", help="print one JSON document")
         return command
 
-    def group(name: str, help_text: str) -> argparse._SubParsersAction:
+    def group(name: str, help_text: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
         """A command with subcommands; alone, it prints its own help."""
         command = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                                       parents=[common], formatter_class=_Formatter)
@@ -529,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         services.close()
 
 
-def _memory_only_llm(config: Any) -> Any:
+def _memory_only_llm(config: AppConfig) -> LLMClient | None:
     """With no LLM configured, the chat still shows memory working (see :mod:`bridge.offline`)."""
     if config.llm.base_url or config.llm.api_key:
         return None

@@ -108,7 +108,8 @@ class TerminalChannel(Channel):
         raw = getattr(self._stdin, "buffer", None)
         if raw is None:
             return self._stdin.readline()
-        return raw.readline().decode("utf-8", "replace")
+        line: bytes = raw.readline()
+        return line.decode("utf-8", "replace")
 
     def _refusal(self, line: str) -> str | None:
         """Why ``line`` must not be answered as if it were whole (the terminal cut it), or None."""

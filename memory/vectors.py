@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class LanceDBBackend(VectorBackend):
         LanceDB is imported and connected on first use (:meth:`_connect`), not here: importing it
         takes seconds, and most commands (history, get, a search served from RAM) never need it."""
         self._directory = directory
-        self._db = None
+        self._db: Any = None  # a lancedb connection, made by _connect
         self._connect_lock = threading.Lock()
         self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
         self._path = directory / f"{self._name}.lance"
@@ -88,7 +89,7 @@ class LanceDBBackend(VectorBackend):
         self._writes_since_optimize = 0
         self._index_builder: threading.Thread | None = None
 
-    def _connect(self):  # type: ignore[no-untyped-def]
+    def _connect(self) -> Any:
         """The LanceDB connection, made (and stale temp files removed) the first time it is needed."""
         with self._connect_lock:
             if self._db is None:

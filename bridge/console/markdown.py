@@ -28,14 +28,14 @@ _DEAD_TITLE = "no such page in the knowledge base"
 
 def render_page(text: str, resolve: Resolver) -> str:
     """``text`` (markdown) as safe HTML, its page links resolved with ``resolve(link, wiki)``."""
-    return _markdown().render(text, {"resolve": resolve})
+    return str(_markdown().render(text, {"resolve": resolve}))
 
 
 @cache
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"]).disable("image")
-    md.validateLink = _allowed_link
+    md.validateLink = _allowed_link  # type: ignore[method-assign]  # markdown-it's documented hook
     md.inline.ruler.before("link", "wikilink", _wikilink)
     md.add_render_rule("wikilink", _render_wikilink)
     md.add_render_rule("link_open", _render_link_open)
