@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -439,6 +440,13 @@ class IndexStorage:
         kept = [docs for token, docs in frequencies.items() if token not in drop]
         broad = not phrases and bool(kept) and min(kept) > BROAD_MATCHES
         return drop, broad
+
+    def term_weights(self, tokens: Sequence[str]) -> dict[str, float]:
+        """BM25's inverse document frequency of each word-index token, over the whole index: how
+        much finding that token in a chunk says (a speaker's name in every line says little)."""
+        total = max(1, sum(self.scope_counts().values()))
+        frequencies = self._document_frequencies(tokens, total)
+        return {token: math.log(1.0 + (total - docs + 0.5) / (docs + 0.5)) for token, docs in frequencies.items()}
 
     def _document_frequencies(self, tokens: Sequence[str], total: int) -> dict[str, int]:
         """How many chunks hold each token, cached while the index size stays within 10%.

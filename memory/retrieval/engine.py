@@ -90,9 +90,9 @@ class Retriever:
             found.chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
             found.vector = {cid: sim for cid, sim in hits if cid in found.chunks}
         words = keyword_text(query, window.phrases if window else ())
-        terms = query_terms(words)
+        weights = self.storage.term_weights(query_terms(words))
         for hit in self.storage.search_keyword(words, scopes, depth):
-            found.keyword[hit.chunk.id] = hit.score * coverage(terms, hit.chunk.text)
+            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text)
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
             for chunk in self._window_chunks(window, scopes):

@@ -82,9 +82,11 @@ def query_terms(words: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def coverage(terms: list[str], text: str) -> float:
-    """The share of ``terms`` that ``text`` holds (1.0 when there are none)."""
-    if not terms:
+def coverage(weights: dict[str, float], text: str) -> float:
+    """The share of the question's terms that ``text`` holds, each term weighted by how rare it is
+    (``weights``: term → IDF); 1.0 when there are none."""
+    total = sum(weights.values())
+    if total <= 0:
         return 1.0
     lowered = text.lower()
-    return sum(term in lowered for term in terms) / len(terms)
+    return sum(weight for term, weight in weights.items() if term in lowered) / total

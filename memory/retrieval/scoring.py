@@ -11,7 +11,7 @@ Every candidate chunk gets four visible parts and one final score::
   similarity floor (the cosine that unrelated texts typically get: 0 for USE, ~0.7 for e5) so that
   0 means "unrelated" and 1 "the same" for every model; ``k`` is the keyword (BM25) score in
   (0, 1] for a chunk that holds the question's content words, times the share of those words
-  (Chinese: bigrams) the chunk holds; 0 otherwise. The share keeps a note that merely shares one
+  (Chinese: bigrams) the chunk holds, each word weighted by its IDF; 0 otherwise. The share keeps a note that merely shares one
   word with the question (the best a note in the other language can do) from outranking the
   note that answers it by meaning.
 - **Relevance leads.** Age only tips near-ties: ``recency`` falls from 1 (today) towards
