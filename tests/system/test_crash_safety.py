@@ -115,10 +115,18 @@ async def test_killed_appends_lose_no_committed_message_and_duplicate_none(tmp_p
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-c", APPENDER.format(root=str(ROOT)), str(db), str(start),
             stdout=asyncio.subprocess.PIPE)
-        await asyncio.sleep(random.uniform(0.5, 1.0))
+        assert process.stdout is not None
+        # Kill after a random number of appends the writer reported (a signal, not a time: a
+        # loaded machine may take seconds to start Python), mid-append as likely as not.
+        seen = b""
+        for _ in range(random.randint(20, 200)):
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, "the writer stopped on its own"
+            seen += line
         process.send_signal(signal.SIGKILL)
-        out, _ = await process.communicate()
-        committed += [tuple(map(int, line.split())) for line in out.decode().splitlines() if line.count(" ") == 1]
+        rest, _ = await process.communicate()
+        *complete, _partial = (seen + rest).decode().split("\n")  # a kill can cut the last line
+        committed += [(int(n), int(seq)) for n, seq in (line.split() for line in complete)]
     stored = ConversationStore(Database(db)).context_messages("s")
     seqs = [m.seq for m in stored]
     assert seqs == list(range(1, len(seqs) + 1))  # contiguous, no duplicates
