@@ -29,6 +29,7 @@ from .diversity import diversify
 from .querytext import coverage, keyword_text, query_terms
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
+from .updates import DEPTH, promote_updates
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,21 @@ class Retriever:
         window = find_window(query, today)
         about_now = asks_about_now(query)
         found = self._gather(query, scopes, window, max(self.settings.candidates, limit * 4))
-        results = [self._result(chunk, found, window, today, about_now) for chunk in found.chunks.values()]
-        kept = [r for r in results if r.score > 0 and _wanted(r, min_score)]
-        kept.sort(key=lambda r: (-r.score, r.path, r.start_line))
-        return diversify(kept, limit)
+        results = [(cid, self._result(chunk, found, window, today, about_now)) for cid, chunk in found.chunks.items()]
+        kept = [(cid, r) for cid, r in results if r.score > 0 and _wanted(r, min_score)]
+        kept.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
+        if about_now and found.hybrid:
+            self._promote_updates(kept, found.chunks)
+            kept.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
+        return diversify([r for _, r in kept], limit)
+
+    def _promote_updates(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk]) -> None:
+        """See :mod:`.updates`: the newer note about the same thing takes the older one's place."""
+        top = ranked[:DEPTH]
+        vectors = self._vectors_of({cid: chunks[cid] for cid, _ in top})
+        floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
+        dated = [(cid, scoring.file_date(chunks[cid].scope, chunks[cid].path), r) for cid, r in top]
+        promote_updates(dated, vectors, floor)
 
     # ------------------------------------------------------------ candidates
     def _gather(self, query: str, scopes: Sequence[str], window: TimeWindow | None, depth: int) -> _Candidates:
@@ -144,25 +156,31 @@ class Retriever:
         return vector
 
     def _fill_vector_scores(self, query_vector: np.ndarray, found: _Candidates, *, from_ram: bool) -> None:
-        """Candidates the vector side did not return get their true similarity: from the blocks
-        this search just validated (``from_ram``), else from the embedding cache."""
-        assert self.embedder is not None
-        chunks, scores = found.chunks, found.vector
-        if from_ram and self.vector_cache is not None:
-            for cid in chunks.keys() - scores.keys():
-                vector = self.vector_cache.vector(chunks[cid].scope, cid)
-                if vector is not None and vector.shape == query_vector.shape:
-                    scores[cid] = float(np.dot(query_vector, vector))
-        by_hash: dict[str, list[str]] = {}
-        for cid in chunks.keys() - scores.keys():
-            by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
-        if not by_hash:
-            return
-        for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
+        """Candidates the vector side did not return get their true similarity, from the blocks
+        in RAM (when this search just validated them: ``from_ram``) or the embedding cache."""
+        missing = {cid: chunk for cid, chunk in found.chunks.items() if cid not in found.vector}
+        for cid, vector in self._vectors_of(missing, from_ram=from_ram).items():
             if vector.shape == query_vector.shape:
-                similarity = float(np.dot(query_vector, vector))
+                found.vector[cid] = float(np.dot(query_vector, vector))
+
+    def _vectors_of(self, chunks: dict[str, StoredChunk], *, from_ram: bool = True) -> dict[str, np.ndarray]:
+        """The current model's vectors of ``chunks`` by id: from RAM where loaded, else from the
+        embedding cache (by text hash); a chunk with neither is left out."""
+        assert self.embedder is not None
+        vectors: dict[str, np.ndarray] = {}
+        if from_ram and self.vector_cache is not None:
+            for cid, chunk in chunks.items():
+                vector = self.vector_cache.vector(chunk.scope, cid)
+                if vector is not None:
+                    vectors[cid] = vector
+        by_hash: dict[str, list[str]] = {}
+        for cid in chunks.keys() - vectors.keys():
+            by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
+        if by_hash:
+            for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
                 for cid in by_hash[hash_]:
-                    scores[cid] = similarity
+                    vectors[cid] = vector
+        return vectors
 
     # --------------------------------------------------------------- scoring
     def _result(

@@ -19,6 +19,7 @@ class SearchResult:
     relevance: float = 0.0
     recency: float = 1.0
     time_boost: float = 1.0
+    update_boost: float = 1.0
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

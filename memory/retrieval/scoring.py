@@ -1,11 +1,12 @@
 """How a memory's score is made: the ranking rules, stated once.
 
-Every candidate chunk gets four visible parts and one final score::
+Every candidate chunk gets visible parts and one final score::
 
     relevance = vector_weight · v + keyword_weight · k      (k alone when there is no vector side)
     recency   = 1 − recency_weight · (1 − 2^(−age_days / half_life_days))
     time      = 1 + time_weight   if the question names a time window and the chunk is dated in it
-    score     = relevance · recency · time
+    update    > 1 only for a newer note raised above an older one about the same thing (see below)
+    score     = relevance · recency · time · update
 
 - ``v`` is the cosine similarity of the question and the chunk, rescaled by the embedder's
   similarity floor (the cosine that unrelated texts typically get: 0 for USE, ~0.7 for e5) so that
@@ -24,6 +25,8 @@ Every candidate chunk gets four visible parts and one final score::
   (:mod:`.timewindow`); a chunk whose daily file's date, or a date written in its lines, falls in
   it is multiplied by ``1 + time_weight``. The time words themselves are left out of the keyword
   query, so notes that merely say "last week" are not preferred.
+- **Updates.** For a question about the present, a newer note about the same thing as a
+  better-ranked older one takes its place (:mod:`.updates`, ``update_boost``).
 - ``min_score`` judges relevance (before recency and time): it weeds out weak vector neighbours.
   A keyword match and a chunk dated inside the question's window are always candidates.
   A result whose final score is 0 is never returned.

@@ -418,6 +418,7 @@
       el("td", { className: "num", text: score(result.relevance), title: "relevance: vector × weight + keyword × weight" }),
       el("td", { className: "num", text: score(result.recency), title: "recency of dated daily files (at most a bounded share off)" }),
       el("td", { className: "num", text: score(result.time_boost), title: "time-window boost (the question named a time this note is from)" }),
+      el("td", { className: "num", text: score(result.update_boost), title: "update boost (a question about now: this newer note replaces an older one about the same thing)" }),
       el("td", { text: result.source }),
       el("td", { className: "where", text: `${result.path}:${result.start_line}-${result.end_line}` }),
       el("td", {}, [el("div", { className: "snippet", text: result.text })]),

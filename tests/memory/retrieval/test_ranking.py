@@ -52,6 +52,19 @@ def test_the_newer_of_two_versions_of_a_fact_ranks_first(workspace, make_manager
     assert [h.path for h in hits[:2]] == ["memory/2026-10-19.md", "memory/2026-03-02.md"]
 
 
+def test_asked_about_now_the_newer_note_on_the_same_thing_takes_the_older_ones_place(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-02-02.md", "- where does Alice live: Munich, which river: the Isar\n")
+    write(workspace, "alice", "memory/2026-10-19.md", "- moved: Alice in Berlin, flat near the river\n")
+    write(workspace, "alice", "memory/2026-11-30.md", "lamp bought, office desk\n")
+    manager = make_manager(embedder=HashEmbedding(dim=512, model_id="hash:512"))  # unrelated notes near 0
+    older_first = manager.search("where does Alice live, which river", "alice")
+    assert [h.path for h in older_first[:2]] == ["memory/2026-02-02.md", "memory/2026-10-19.md"]
+    [newer, older, *_] = manager.search("where does Alice live now, which river", "alice")
+    assert (newer.path, older.path) == ("memory/2026-10-19.md", "memory/2026-02-02.md")
+    assert newer.update_boost > 1.0 and newer.score == pytest.approx(older.score * 1.001, rel=1e-4)
+    assert older.update_boost == 1.0
+
+
 def test_no_result_scores_zero(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- zebra crossing on the corner\n")
     write(workspace, "alice", "memory/2026-11-30.md", "- totally unrelated words here\n")
