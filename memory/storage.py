@@ -531,21 +531,42 @@ class IndexStorage:
 
         The scan gives the same matches the index will (trigram is case-insensitive, so is
         ``instr(lower())``), scored like the LIKE fallback, below BM25 hits.
+
+        The index and the queue are read in one snapshot: a filler commit between two separate
+        reads would move a chunk from the queue into the index unseen by either.
         """
         scope_marks = ",".join("?" * len(scopes))
-        rows = self.db.query(
-            f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
-            f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
-            " ORDER BY rank LIMIT ?",
-            (built.trigram, *scopes, limit),
-        )
-        hits = _ranked(rows)
-        if self.db.query("SELECT EXISTS (SELECT 1 FROM tri_pending)")[0][0]:
-            terms = [term for term in built.like_terms if len(term) >= 3]
-            seen = {hit.chunk.id for hit in hits}
-            queued = self._search_like(terms, scopes, limit, queued_only=True)
-            hits = sorted(hits + [hit for hit in queued if hit.chunk.id not in seen], key=lambda h: -h.score)[:limit]
+        with self._read_snapshot():
+            rows = self.db.query(
+                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
+                f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
+                " ORDER BY rank LIMIT ?",
+                (built.trigram, *scopes, limit),
+            )
+            hits = _ranked(rows)
+            if self.db.query("SELECT EXISTS (SELECT 1 FROM tri_pending)")[0][0]:
+                terms = [term for term in built.like_terms if len(term) >= 3]
+                seen = {hit.chunk.id for hit in hits}
+                queued = self._search_like(terms, scopes, limit, queued_only=True)
+                hits = sorted(hits + [hit for hit in queued if hit.chunk.id not in seen], key=lambda h: -h.score)[:limit]
         return hits
+
+    @contextmanager
+    def _read_snapshot(self) -> Iterator[None]:
+        """The reads inside see one snapshot: a deferred transaction on the shared connection,
+        under its lock (this process's writers wait; in WAL mode other processes' commit, unseen).
+        Inside a transaction already open on the connection, that one is the snapshot."""
+        with self.db.lock:
+            conn = self.db.conn
+            if conn.in_transaction:
+                yield
+                return
+            conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def _search_like(
         self, terms: Sequence[str], scopes: Sequence[str], limit: int, *, queued_only: bool = False

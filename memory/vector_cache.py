@@ -12,6 +12,11 @@ transaction as any change to that scope's chunks or vectors, by whichever proces
 writes hold the workspace lock). A search compares each block's generation with SQLite's and
 reloads a block another process changed; this process's own writes are applied to loaded blocks
 in place (:meth:`VectorCache.apply`), so a ``memory_write`` does not cost a reload.
+
+The budget is hard: a block counts its allocated capacity (the float32 rows and the live-row
+mask, filled or not), a load or an in-place growth first evicts the least recently used other
+blocks, and a block that alone would outgrow the budget is dropped, so its scope is searched in
+LanceDB like any scope that does not fit.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ ScopeLoader = Callable[[str], tuple[int, list[str], np.ndarray]]
 """``load(scope) -> (generation, chunk ids, vectors)``, read in one consistent snapshot."""
 
 _MIN_CAPACITY = 64
+
+
+def _row_bytes(dim: int) -> int:
+    """What one row of capacity costs: its float32 vector and its live-row flag."""
+    return dim * 4 + 1
 
 
 @dataclass(frozen=True)
@@ -58,12 +68,30 @@ class ScopeBlock:
 
     @property
     def nbytes(self) -> int:
-        return int(self._matrix.nbytes)
+        """Allocated bytes (capacity, not filled rows): the matrix and the live-row mask."""
+        return int(self._matrix.nbytes + self._alive.nbytes)
+
+    def growth_for(self, ids: Sequence[str], max_rows: int) -> int | None:
+        """The capacity :meth:`upsert` of ``ids`` needs, at most ``max_rows`` (growth by a quarter
+        is cut to it); the current capacity if they fit already, None if not even ``max_rows`` do.
+
+        Removed rows still count until the block is compacted (a reload drops them).
+        """
+        capacity = self._matrix.shape[0]
+        rows = len(self._ids) + len(set(ids) - self._row.keys())
+        if rows <= capacity:
+            return capacity
+        if rows > max_rows:
+            return None
+        return max(rows, min(max_rows, max(capacity + _MIN_CAPACITY, capacity * 5 // 4)))
 
     def __len__(self) -> int:
         return len(self._row)
 
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, capacity: int | None = None) -> None:
+        """Write rows in place; ``capacity`` (from :meth:`growth_for`) sets the size of a growth."""
+        if capacity is not None and capacity > self._matrix.shape[0]:
+            self._grow(capacity)
         for cid, vector in zip(ids, vectors):
             row = self._row.get(cid)
             if row is None:
@@ -93,10 +121,12 @@ class ScopeBlock:
         alive = None if len(self._row) == used else self._alive[:used].copy()
         return _Snapshot(self._matrix[:used], self._ids, alive)
 
-    def _grow(self) -> None:
-        """A quarter more rows: a big scope's block must not double in memory for one new note."""
+    def _grow(self, rows: int | None = None) -> None:
+        """``rows`` rows, by default a quarter more: a big scope's block must not double in memory
+        for one new note."""
         capacity = self._matrix.shape[0]
-        bigger = np.zeros((max(capacity + _MIN_CAPACITY, capacity * 5 // 4), self.dim), dtype=np.float32)
+        rows = rows if rows is not None else max(capacity + _MIN_CAPACITY, capacity * 5 // 4)
+        bigger = np.zeros((rows, self.dim), dtype=np.float32)
         bigger[: self._matrix.shape[0]] = self._matrix
         alive = np.zeros(bigger.shape[0], dtype=bool)
         alive[: self._alive.shape[0]] = self._alive
@@ -128,9 +158,15 @@ class VectorCache:
         self._blocks: OrderedDict[str, ScopeBlock] = OrderedDict()
         self._lock = threading.Lock()
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes the blocks hold (allocated capacity); never more than ``budget_bytes``."""
+        with self._lock:
+            return self._used()
+
     def fits(self, rows: int, dim: int) -> bool:
         """Whether ``rows`` vectors of ``dim`` floats fit in the budget at all."""
-        return rows * dim * 4 <= self.budget_bytes
+        return rows * _row_bytes(dim) <= self.budget_bytes
 
     def search(
         self, query: np.ndarray, scopes: Sequence[str], limit: int, generations: Mapping[str, int]
@@ -173,7 +209,8 @@ class VectorCache:
         """This process's own change that moved ``scope`` to ``generation``, applied in place.
 
         A block that missed a generation in between (another process wrote) is dropped instead,
-        so the next search reloads it.
+        so the next search reloads it. A growth first evicts the least recently used other blocks
+        as far as the budget needs; a block that alone would outgrow it is dropped.
         """
         with self._lock:
             block = self._blocks.get(scope)
@@ -184,7 +221,12 @@ class VectorCache:
                 return
             block.remove(removed)
             if ids and vectors is not None:
-                block.upsert(ids, vectors)
+                capacity = block.growth_for(ids, self.budget_bytes // _row_bytes(block.dim))
+                if capacity is None:
+                    del self._blocks[scope]
+                    return
+                self._evict_for(capacity * _row_bytes(block.dim) - block.nbytes, keep=scope)
+                block.upsert(ids, vectors, capacity)
             block.generation = generation
 
     def _block(self, scope: str, generation: int, dim: int | None) -> ScopeBlock | None:
@@ -210,10 +252,17 @@ class VectorCache:
             if current is not None and current.dim == width and current.generation >= block.generation:
                 return current
             self._blocks.pop(scope, None)
-            while self._blocks and self._used() + block.nbytes > self.budget_bytes:
-                self._blocks.popitem(last=False)
+            self._evict_for(block.nbytes)
             self._blocks[scope] = block
             return block
+
+    def _evict_for(self, extra: int, keep: str | None = None) -> None:
+        """Evict least recently used blocks (never ``keep``) until ``extra`` more bytes fit."""
+        for name in list(self._blocks):
+            if self._used() + extra <= self.budget_bytes:
+                return
+            if name != keep:
+                del self._blocks[name]
 
     def _used(self) -> int:
         return sum(block.nbytes for block in self._blocks.values())

@@ -91,3 +91,29 @@ def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch
     for chunk_id, hash_ in rows[:-1]:
         np.testing.assert_array_equal(by_id[chunk_id], vectors[hash_])
     assert storage.scope_vectors("alice", "m2")[1] == []
+
+
+def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storage, monkeypatch) -> None:
+    """Issue 15 #14: a filler commit between the read of the trigram index and the read of its
+    queue hid a chunk from both. Another connection (as another process's filler) commits right
+    after the index read; the search still finds every chunk, from the queue it saw."""
+    built = build_query("licesecre")  # a piece of a word: trigram's, not the word index's
+    assert storage.trigram_queue() > 0  # alice's chunks wait for the trigram index
+    filler = IndexStorage(Database(storage.db.path))
+    query = storage.db.query
+    filled: list[int] = []
+
+    def index_read_then_fill(sql: str, params=()):
+        rows = query(sql, params)
+        if "chunks_tri MATCH" in sql and not filled:
+            filled.append(sum(iter(filler.fill_trigram, 0)))  # the whole queue, committed
+        return rows
+
+    monkeypatch.setattr(storage.db, "query", index_read_then_fill)
+    try:
+        hits = storage._search_trigram(built, ["alice"], 8)
+    finally:
+        filler.db.close()
+    assert filled and filled[0] > 0 and storage.trigram_queue() == 0  # the fill ran between the reads
+    assert len(hits) == 4 and {hit.chunk.scope for hit in hits} == {"alice"}
+    assert {hit.chunk.id for hit in hits} == {hit.chunk.id for hit in storage._search_trigram(built, ["alice"], 8)}

@@ -115,7 +115,7 @@ def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit
     loader = Loader()
     for name in "abc":
         loader.data[name] = (1, [f"{name}{i}" for i in range(64)], vectors)
-    one_block = 64 * DIM * 4
+    one_block = ScopeBlock(1, loader.data["a"][1], vectors, DIM).nbytes
     cache = VectorCache(2 * one_block, loader)
     gens = {"a": 1, "b": 1, "c": 1}
     cache.search(vectors[0], ["a"], 1, gens)
@@ -127,6 +127,56 @@ def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit
     assert not cache.fits(3 * 64, DIM)
     small = VectorCache(one_block - 1, loader)
     assert small.search(vectors[0], ["a"], 1, gens) is None
+
+
+def test_in_place_writes_never_hold_more_than_the_budget() -> None:
+    """Growth by in-place writes evicts other blocks first; a block that alone outgrows the budget
+    is dropped, and its scope's search returns None (the engine then asks LanceDB)."""
+    dim, budget = 256, 2**20  # a row costs 1025 bytes: 1023 fit
+    rng = np.random.default_rng(4)
+    truth: dict[str, dict[str, np.ndarray]] = {name: {} for name in "abc"}
+    gens = dict.fromkeys("abc", 0)
+
+    def load(scope: str) -> tuple[int, list[str], np.ndarray]:
+        ids = list(truth[scope])
+        return gens[scope], ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32).reshape(-1, dim)
+
+    def vectors(count: int) -> np.ndarray:
+        return normalise(rng.normal(size=(count, dim))).astype(np.float32)
+
+    cache = VectorCache(budget, load)
+    for name in "abc":
+        truth[name]["seed-" + name] = vectors(1)[0]
+        gens[name] = 1
+        assert cache.preload(name, 1)
+    fell_back = evicted = 0
+    for step in range(150):
+        scope = "abc"[step % 3]
+        block = truth[scope]
+        added = [f"{scope}{step}-{i}" for i in range(24 if scope == "a" else 4)]
+        rewritten = list(block)[-2:]  # the same ids with new vectors
+        removed = list(block)[:1] if step % 5 == 0 else []
+        written = vectors(len(added) + len(rewritten))
+        for cid in removed:
+            del block[cid]
+        block.update(zip(added + rewritten, written))
+        gens[scope] += 1
+        loaded_before = set(cache._blocks)
+        cache.apply(scope, gens[scope], removed=removed, ids=added + rewritten, vectors=written)
+        assert cache.nbytes <= budget
+        evicted += bool(loaded_before - set(cache._blocks) - {scope})
+        for scopes in ([scope], ["b", "c"], ["a", "b"]):
+            query = vectors(1)[0]
+            hits = cache.search(query, scopes, 10, gens)
+            assert cache.nbytes <= budget
+            rows = {cid: vector for name in scopes for cid, vector in truth[name].items()}
+            if hits is None:  # a scope that alone does not fit
+                assert any(not cache.fits(len(truth[name]), dim) for name in scopes)
+                fell_back += 1
+                continue
+            assert [cid for cid, _ in hits] == brute_force(list(rows), np.array(list(rows.values())), query, 10)
+    assert evicted and fell_back  # both paths ran: other blocks evicted, then "a" too big on its own
+    assert not cache.fits(len(truth["a"]), dim) and "a" not in cache._blocks
 
 
 def test_a_slow_load_does_not_block_searches_of_other_scopes() -> None:
@@ -183,6 +233,41 @@ def test_a_sync_by_another_process_is_seen_by_the_next_search(workspace, make_ma
     cli.sync("alice")
     [hit] = [r for r in bot.search("launch code rocket", "alice", auto_sync=False) if r.path.startswith("memory/")]
     assert hit.vector_score is not None and hit.vector_score > 0.3
+
+
+def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) -> None:
+    """Issue 15 #13: in-place updates held 5.8 MiB against 1 MiB. Now every write leaves the cache
+    within its budget, and the answers stay those of a LanceDB exact scan."""
+    budget = 2**20
+    manager = make_manager(HashEmbedding(dim=1024, model_id="hash:1024"), vector_cache_mb=1, chunk_max_chars=64)
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    write(workspace, "bob", "MEMORY.md", "- likes black coffee\n")
+    manager.sync()
+    cache = manager._vector_cache
+    assert cache is not None and manager.vectors is not None
+    assert manager.warm(["alice", "bob"]) == 2  # the knowledge base is empty: nothing to hold
+    scopes = ["alice", KNOWLEDGE_SCOPE]
+    from_ram = 0
+    for day in range(1, 31):  # 10 chunks a day: 4 KiB vectors, so ~255 fit in 1 MiB
+        notes = [f"- day {day} note {i}: word{(day * 7 + i) % 31} word{(day + i * 3) % 17}" for i in range(10)]
+        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", "\n\n".join(notes) + "\n")
+        if day % 3 == 0:  # and a rewrite of MEMORY.md: old chunks removed, new ones added
+            write(workspace, "alice", "MEMORY.md", f"- likes green tea\n\n- day {day}: word{day % 31}\n")
+        manager.sync("alice")
+        assert cache.nbytes <= budget
+        vector = manager.retriever._query_vector(f"word{day % 31} note")
+        ram = cache.search(vector, scopes, 10, manager.storage.generations(scopes))
+        assert cache.nbytes <= budget
+        if ram is None:  # alice alone outgrew the budget: searches go to LanceDB
+            assert not cache.fits(manager.retriever.vector_rows(["alice"]), 1024)
+            continue
+        from_ram += 1
+        lance = manager.vectors.search(vector, scopes, 10, exact=True)
+        assert [s for _, s in ram] == pytest.approx([s for _, s in lance], abs=1e-5)
+        assert {cid for cid, _ in ram} <= {cid for cid, _ in manager.vectors.search(vector, scopes, 40, exact=True)}
+    assert from_ram and "alice" not in cache._blocks  # first from RAM, then too big for it
+    [hit] = [r for r in manager.search("day 30 note 4", "alice", auto_sync=False) if "note 4:" in r.text][:1]
+    assert hit.vector_score is not None
 
 
 def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_manager) -> None:
