@@ -111,13 +111,29 @@ class Services:
 
     async def nightly(self, day: date, lookback_days: int) -> None:
         """The nightly pass: queue the day's turns still in context, finish every queued flush, dream
-        each scope that has daily memory, then drop conversation rows past retention. Each step logs
-        its own failure and the night goes on, so a slow or failing step never skips the others."""
+        each scope that has daily memory, drop conversation rows and jobs past retention, then collect
+        garbage (scheduled pairs past ``keep_scheduled``, old MEMORY.md versions, cached vectors no
+        chunk uses). Each step logs its own failure and the night goes on, so a slow or failing step
+        never skips the others."""
         await _step("the nightly summary", lambda: self.sessions.summarize_day(day))
         await _step("the pending flushes", self.flush_worker.drain)
         if self.config.memory.dream.enabled:
             await _step("Deep Dream", lambda: self._dream_all(day, lookback_days))
         await _step("the conversation cleanup", lambda: self.sessions.cleanup(self.config.conversation.max_age_days))
+        await _step("the scheduled-message pruning", lambda: asyncio.to_thread(
+            self.conversations.prune_scheduled, self.config.conversation.keep_scheduled))
+        await _step("the MEMORY.md version pruning", self._prune_versions)
+        await _step("the embedding cache collection", self._collect_embed_cache)
+
+    async def _prune_versions(self) -> None:
+        versions = self.config.memory.versions
+        deleted = await asyncio.to_thread(self.dreamer.memory_file.prune_versions, versions.keep, versions.max_days)
+        log.info("MEMORY.md versions: %d past memory.versions deleted", deleted)
+
+    async def _collect_embed_cache(self) -> None:
+        grace = self.config.memory.embed_cache_grace_days
+        deleted, left = await asyncio.to_thread(self.memory.storage.collect_embed_cache, grace)
+        log.info("embedding cache: %d unused vectors deleted, %d kept", deleted, left)
 
     async def _dream_all(self, day: date, lookback_days: int) -> None:
         """Deep Dream for each scope with daily memory in the window; one scope's failure stops no other."""

@@ -38,7 +38,7 @@ def _config(services: Services) -> str:
     return str(source) if source else no_config_notice()
 
 
-def _sqlite() -> str:
+def _sqlite(services: Services) -> str:
     conn = sqlite3.connect(":memory:")
     try:
         conn.execute("CREATE VIRTUAL TABLE a USING fts5(x, tokenize='unicode61')")
@@ -47,7 +47,17 @@ def _sqlite() -> str:
         raise RuntimeError(f"SQLite {sqlite3.sqlite_version} lacks FTS5 or trigram ({exc}); use Python with SQLite >= 3.34") from exc
     finally:
         conn.close()
-    return f"SQLite {sqlite3.sqlite_version} with FTS5 unicode61 and trigram"
+    return f"SQLite {sqlite3.sqlite_version} with FTS5 unicode61 and trigram; index.db holds {_sizes(services)}"
+
+
+def _sizes(services: Services) -> str:
+    """What the nightly garbage collection bounds: cached vectors, MEMORY.md versions, flush jobs."""
+    services.workspace.ensure()
+    vectors = services.memory.db.query("SELECT count(*) FROM embed_cache")[0][0]
+    versions = services.dreamer.memory_file.version_count()
+    jobs = services.conversations.job_counts()
+    by_status = ", ".join(f"{jobs.get(status, 0)} {status}" for status in ("pending", "done", "failed"))
+    return f"{vectors} cached vectors, {versions} MEMORY.md versions, {sum(jobs.values())} flush jobs ({by_status})"
 
 
 def _workspace(services: Services) -> str:
@@ -105,7 +115,7 @@ def run_checks(services: Services, *, offline: bool = False) -> list[Check]:
     """Every part in order; ``offline`` checks only what needs no server and no heavy import."""
     checks = [
         _check("config", lambda: _config(services)),
-        _check("sqlite", _sqlite),
+        _check("sqlite", lambda: _sqlite(services)),
         _check("workspace", lambda: _workspace(services)),
     ]
     if offline:

@@ -56,6 +56,13 @@ class DreamSettings(StrictSettings):
         return value
 
 
+class VersionSettings(StrictSettings):
+    """How many MEMORY.md versions the nightly pass keeps per scope; the newest is always kept."""
+
+    keep: int = Field(default=50, ge=1, le=100000)
+    max_days: int = Field(default=365, ge=1, le=36500)
+
+
 class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -71,4 +78,6 @@ class MemorySettings(StrictSettings):
     chunk_overlap_lines: int = Field(default=2, ge=0, le=50)
     ann_threshold: int = Field(default=20000, ge=256)
     vector_cache_mb: int = Field(default=512, ge=0, le=65536)
+    embed_cache_grace_days: int = Field(default=7, ge=1, le=3650)
+    versions: VersionSettings = Field(default_factory=VersionSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)

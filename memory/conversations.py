@@ -273,8 +273,22 @@ class ConversationStore:
                 " (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)",
                 (cutoff,),
             )
-            conn.execute("DELETE FROM jobs WHERE status = 'done' AND done_at < ?", (cutoff,))
+            conn.execute(
+                "DELETE FROM jobs WHERE status IN ('done', 'failed') AND coalesce(done_at, created_at) < ?", (cutoff,)
+            )
         return int(deleted)
+
+    def prune_scheduled(self, keep_last_n: int) -> int:
+        """:meth:`prune_scheduled_messages` in every session (``conversation.keep_scheduled``, nightly);
+        returns rows deleted. A flush drops these pairs anyway, so no turn's memory goes with them."""
+        ids = [row[0] for row in self.db.query(
+            "SELECT DISTINCT session_id FROM messages WHERE body LIKE ? ORDER BY session_id", (f"%{SCHEDULED_PREFIX}%",),
+        )]
+        return sum(self.prune_scheduled_messages(session_id, keep_last_n) for session_id in ids)
+
+    def job_counts(self) -> dict[str, int]:
+        """Flush jobs by status (pending, done, failed)."""
+        return {str(row[0]): int(row[1]) for row in self.db.query("SELECT status, count(*) FROM jobs GROUP BY status")}
 
     # ----------------------------------------------------------------- jobs
     def pending_jobs(self) -> list[FlushJob]:
@@ -292,8 +306,9 @@ class ConversationStore:
         with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE jobs SET attempts = attempts + 1, error = ?,"
-                " status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE status END WHERE id = ?",
-                (error[:500], max_attempts, job_id),
+                " status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE status END,"
+                " done_at = CASE WHEN attempts + 1 >= ? THEN ? ELSE done_at END WHERE id = ?",
+                (error[:500], max_attempts, max_attempts, time.time(), job_id),
             )
 
 

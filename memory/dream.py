@@ -157,6 +157,24 @@ class MemoryFile:
             )
             return int(cursor.lastrowid or 0)
 
+    def version_count(self) -> int:
+        """Versions kept, over every scope."""
+        return int(self.manager.db.query("SELECT count(*) FROM memory_versions")[0][0])
+
+    def prune_versions(self, keep: int, max_days: float, now: float | None = None) -> int:
+        """Delete each scope's versions past its newest ``keep`` or older than ``max_days``; the newest
+        version of a scope (what MEMORY.md holds) is never deleted. Returns rows deleted."""
+        if keep < 1:
+            raise ValueError("keep must be 1 or more: the newest version always stays")
+        cutoff = (time.time() if now is None else now) - max_days * 86400
+        with self.manager.db.transaction() as conn:
+            return int(conn.execute(
+                "DELETE FROM memory_versions WHERE id IN (SELECT id FROM (SELECT id, created_at,"
+                " row_number() OVER (PARTITION BY scope ORDER BY id DESC) AS rank FROM memory_versions)"
+                " WHERE rank > 1 AND (rank > ? OR created_at < ?))",
+                (keep, cutoff),
+            ).rowcount)
+
     def _keep_current(self, scope: str) -> None:
         """Record the file on disk as a version if it is not the latest one (edited by hand)."""
         current = self.read(scope)

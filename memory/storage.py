@@ -638,6 +638,40 @@ class IndexStorage:
             ((model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()),
         )
 
+    def collect_embed_cache(self, grace_days: float, now: float | None = None) -> tuple[int, int]:
+        """Delete cached vectors that no chunk uses and that have been unused for ``grace_days``;
+        returns (rows deleted, rows left).
+
+        A row is in use while a chunk has its text and model, or has its text and no vector yet (a
+        sync is on its way to it). A sync caches each batch before it writes the chunks, and a killed
+        one resumes from the cache, so a row is not deleted when first seen unused: it is marked in
+        ``embed_cache_unused`` with the time, unmarked when a chunk uses it again, and deleted only on
+        a later pass at least ``grace_days`` after the mark. Read and deleted in one transaction: what
+        goes was unused when marked and is unused now.
+        """
+        now = time.time() if now is None else now
+        cutoff = now - grace_days * 86400
+        with self.db.transaction() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS embed_cache_unused (model TEXT NOT NULL, text_hash TEXT NOT NULL,"
+                " since REAL NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID"
+            )
+            used = set(conn.execute("SELECT DISTINCT text_hash, vec_model FROM chunks"))
+            cached = conn.execute("SELECT model, text_hash FROM embed_cache").fetchall()
+            unused = {(m, h) for m, h in cached if (h, m) not in used and (h, None) not in used}
+            marked = {(m, h): since for m, h, since in conn.execute("SELECT model, text_hash, since FROM embed_cache_unused")}
+            conn.executemany(
+                "DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", [key for key in marked if key not in unused]
+            )
+            conn.executemany(
+                "INSERT INTO embed_cache_unused (model, text_hash, since) VALUES (?, ?, ?)",
+                [(m, h, now) for m, h in sorted(unused - marked.keys())],
+            )
+            doomed = sorted(key for key in unused if key in marked and marked[key] <= cutoff)
+            conn.executemany("DELETE FROM embed_cache WHERE model = ? AND text_hash = ?", doomed)
+            conn.executemany("DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", doomed)
+        return len(doomed), len(cached) - len(doomed)
+
     # ------------------------------------------------- vector generations
     def bump_generations(self, conn: sqlite3.Connection, scopes: Iterable[str]) -> dict[str, int]:
         """Count a change to each scope's chunks or vectors (inside the writing transaction).
