@@ -24,6 +24,7 @@ import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -113,6 +114,10 @@ class SlackChannel(Channel):
         self._seen_messages = _Recent(_DEDUPE_MEMORY)
         self._tails: dict[str, asyncio.Task[None]] = {}
         self._placeholders: dict[str, str] = {}
+        #: DM channel id -> the person the bot's own DM there is with, None for a DM that is not
+        #: the bot's (a slash command works in any DM, also one between two people). Learned from
+        #: message.im events and conversations.info.
+        self._im_partner: dict[str, str | None] = {}
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
 
@@ -218,6 +223,8 @@ class SlackChannel(Channel):
         async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
             # Channel messages that mention the bot come again as app_mention; answer that one.
             if event.get("channel_type") == "im":
+                if event.get("channel") and event.get("user") and not self._is_noise(event):
+                    self._im_partner[event["channel"]] = event["user"]  # only the bot's own DMs send message.im
                 self._accept(body, event, "direct")
 
         async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -317,17 +324,48 @@ class SlackChannel(Channel):
             await asyncio.wait([previous])
         assert self._on_message is not None
         try:
+            if message.chat_type == "direct" and _is_command(message) and not await self._is_own_im(
+                    message.chat_id, message.user_id):
+                # A DM between two people (or one we cannot check): the caller's private memory
+                # must not be used, nor shown there for the other person to see.
+                message = replace(message, chat_type="group")
             await self._on_message(message)
         except Exception:
             log.exception("Slack turn %s failed", message.dedupe_key)
+
+    async def _is_own_im(self, channel_id: str, user: str) -> bool:
+        """Whether ``channel_id`` is the bot's own DM with ``user``, not a DM between two people.
+
+        The bot sees only its own DMs: ``conversations.info`` answers ``channel_not_found`` for
+        others. Any failure counts as "not ours", so the command is answered as in a shared chat:
+        with the chat's memory, and only to the caller.
+        """
+        if channel_id not in self._im_partner:
+            try:
+                response = await self._client.conversations_info(channel=channel_id)
+            except SlackApiError as error:
+                code = error.response.get("error") if error.response is not None else None
+                if code not in {"channel_not_found", "not_in_channel"}:
+                    log.warning("Slack: cannot tell whether %s is the bot's DM (%s; the app needs im:read); "
+                                "answering its slash command as in a shared chat", channel_id, code)
+                    return False
+                self._im_partner[channel_id] = None
+            except Exception as error:  # noqa: BLE001 - unknown means "not ours", never the private scope
+                log.warning("Slack: cannot tell whether %s is the bot's DM (%s); answering its slash "
+                            "command as in a shared chat", channel_id, error)
+                return False
+            else:
+                info = response.get("channel") or {}
+                self._im_partner[channel_id] = info.get("user") if info.get("is_im") else None
+        return self._im_partner[channel_id] == user
 
     # -- output ------------------------------------------------------------------------------
 
     async def send(self, reply: Reply, to: IncomingMessage) -> None:
         """Post the answer in the turn's thread; the first part replaces a progress placeholder.
 
-        A slash command is answered through its ``response_url``: in a DM for everyone to see,
-        in a channel only to the person who typed it. If that URL is refused (it expires after
+        A slash command is answered through its ``response_url``: in the bot's own DM for everyone
+        to see, elsewhere (a channel, a DM between two people) only to the person who typed it. If that URL is refused (it expires after
         30 minutes), the answer is posted in the channel instead.
         """
         text = markdown_to_mrkdwn(reply.text) if reply.markdown else _escape(reply.text)

@@ -97,6 +97,8 @@ class _InProcessModel(EmbeddingProvider):
                         f"{self.choice} needs the package {self.package}, which is not installed; run "
                         f"`pip install {self.package}`, or choose another embedding.local_model or provider"
                     ) from exc
+                except Exception as exc:  # a damaged model file, no memory, ...: search degrades to keywords
+                    raise EmbeddingError(f"{self.choice} could not load its model: {exc!r}") from exc
             try:
                 vectors = self._vectors(self._model, list(texts), query=query)
             except Exception as exc:

@@ -2,7 +2,9 @@
 
 A crash at any point leaves a file either as it was or as it is meant to be: appends are
 fsynced as one block, replacements go through a temp file, fsync and rename (then the folder is
-fsynced so the rename itself survives).
+fsynced so the rename itself survives). A file or folder that a write creates has its folder
+fsynced too: on ext4 and XFS a new directory entry is not durable until then, so a crash could
+otherwise lose a new daily file with every note fsynced into it.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ def read_text(path: Path) -> str:
 
 def append_text(target: Path, text: str) -> None:
     """Append ``text`` as its own block (newline-separated) and fsync, so a crash keeps it whole."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(target.parent)
     block = text if text.endswith("\n") else text + "\n"
-    with open(target, "a+b") as handle:
+    try:  # O_EXCL tells whether this call made the file (O_APPEND keeps other appenders' bytes)
+        descriptor = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o666)
+        created = True
+    except FileExistsError:
+        descriptor = os.open(target, os.O_RDWR | os.O_APPEND)
+        created = False
+    with os.fdopen(descriptor, "a+b") as handle:
         handle.seek(0, os.SEEK_END)
         if handle.tell() > 0:
             handle.seek(-1, os.SEEK_END)
@@ -30,11 +38,13 @@ def append_text(target: Path, text: str) -> None:
         handle.write(block.encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
+    if created:
+        fsync_dir(target.parent)
 
 
 def atomic_write(target: Path, data: bytes) -> None:
     """Write via a hidden temp file in the same folder (``.<name>.*.tmp``), fsync, rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(target.parent)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -46,6 +56,17 @@ def atomic_write(target: Path, data: bytes) -> None:
         Path(temp).unlink(missing_ok=True)
         raise
     fsync_dir(target.parent)
+
+
+def make_folders(folder: Path) -> None:
+    """``mkdir -p`` whose new folders survive a crash: each one's entry is fsynced in its parent."""
+    missing: list[Path] = []
+    while not folder.is_dir() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        fsync_dir(new.parent)
 
 
 def fsync_dir(folder: Path) -> None:

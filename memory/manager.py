@@ -610,8 +610,9 @@ class MemoryManager:
     def resolve(self, scope: str, path: str) -> Path:
         """The file behind a memory path, or :class:`MemoryPathError` if it is not ``scope``'s.
 
-        Allowed: ``MEMORY.md``, ``memory/**.md`` of the scope, and ``knowledge/**.md``. Absolute
-        paths, ``..``, NUL bytes and symlinks that lead out are refused.
+        Allowed: ``MEMORY.md``, ``memory/**.md`` of the scope, and ``knowledge/**.md`` except
+        ``knowledge/log.md`` (who changed what: people's ids). Absolute paths, ``..``, NUL bytes and
+        symlinks that lead out are refused.
         """
         validate_scope(scope)
         if not path or "\x00" in path:
@@ -637,6 +638,14 @@ class MemoryManager:
         resolved = target.resolve()
         if resolved != allowed and allowed not in resolved.parents:
             raise MemoryPathError(f"{path!r} points outside the memory folder")
+        change_log = real_root / "log.md"
+        if parts[0] == KNOWLEDGE_DIR and (
+            resolved == change_log or (resolved.exists() and change_log.exists() and resolved.samefile(change_log))
+        ):
+            raise MemoryPathError(
+                f"{path!r}: knowledge/log.md is the knowledge change log (who changed what) and is not readable "
+                "here; read the pages themselves, e.g. knowledge/index.md lists them"
+            )
         return resolved
 
     def read_lines(self, scope: str, path: str, start_line: int = 1, num_lines: int | None = None) -> str:

@@ -403,6 +403,15 @@ class IndexStorage:
         try:
             hits = self._search_chain(built, scopes, limit)
         except sqlite3.DatabaseError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            primary = code & 0xFF if isinstance(code, int) else None
+            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                # Another writer held the file for all of busy_timeout: nothing is damaged, so
+                # nothing is rebuilt (that would want the same lock); this search goes without keywords.
+                log.warning("keyword search skipped, the index is busy (%s); the next search retries", exc)
+                return []
+            if primary != sqlite3.SQLITE_CORRUPT:
+                raise
             log.warning("keyword index failed (%s); rebuilding it from the chunks table", exc)
             self.rebuild_fts()
             hits = self._search_chain(built, scopes, limit)

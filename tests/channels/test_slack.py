@@ -49,6 +49,7 @@ class Recorder:
 @pytest.fixture
 async def slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as fake:
+        fake.ims[DM] = USER  # the bot's own DM with Alice
         yield fake
 
 
@@ -390,6 +391,33 @@ async def test_an_expired_response_url_falls_back_to_posting_in_the_channel(
     [posted] = await slack.wait_posted(1)
     assert (posted["channel"], posted["text"]) == (DM, "echo: /help")
     assert slack.responses == []
+
+
+@pytest.mark.parametrize(
+    ("channel_id", "channel_name", "user", "info_fails"),
+    [
+        ("D0ALICEBOB", "directmessage", USER, False),  # Alice's DM with Bob: the bot is no member
+        (DM, "directmessage", "U0BOB", False),  # Bob in the bot's DM with Alice
+        ("G0MPIM", "mpdm-alice--bob--carol-1", USER, False),  # a group DM
+        (DM, "directmessage", USER, True),  # the bot's DM, but conversations.info fails (no im:read)
+    ],
+    ids=["dm-between-two-people", "someone-elses-dm-with-the-bot", "group-dm", "dm-unverifiable"],
+)
+async def test_a_slash_command_outside_the_callers_dm_with_the_bot_is_answered_only_to_the_caller(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel,
+    channel_id: str, channel_name: str, user: str, info_fails: bool,
+) -> None:
+    """Slash commands work in every DM, also Alice's with Bob: only the caller's own DM with the
+    bot may use their private memory and answer for everyone there to see."""
+    if info_fails:
+        slack.fail_next("conversations.info", status=200, retry_after=None, error="missing_scope")
+    fields = {**slash_command("/memory", "show", channel_id=channel_id, user_id=user, response_url=slack.response_url()),
+              "channel_name": channel_name}
+    assert (await _post_command(http_channel, fields))[0] == 200
+    [response] = await slack.wait_responses(1)
+    [message] = recorder.messages
+    assert (message.chat_id, message.chat_type) == (channel_id, "group")
+    assert response["response_type"] == "ephemeral"
 
 
 async def test_a_badly_signed_slash_command_is_refused(

@@ -22,6 +22,7 @@ SECRET = "bridge-secret"
 @pytest.fixture
 async def world(tmp_path):
     async with FakeSlack() as slack, FakeOpenAI() as llm:
+        slack.ims["D0ALICE"] = "U0ALICE"  # the bot's own DM with Alice
         services = make_services(tmp_path / "ws", llm.base_url)
         channel = SlackChannel(bot_token=BOT_TOKEN, signing_secret=SECRET, api_url=slack.api_url, port=0)
         bridge = Bridge(services, [channel], build_plugins(services))
@@ -94,6 +95,24 @@ async def test_memory_show_as_a_slash_command_in_a_channel_shows_the_channels_me
     [response] = await slack.wait_responses(1, timeout=10)
     assert "ships on Thursdays" in response["text"] and "blue whale" not in response["text"]
     assert response["response_type"] == "ephemeral" and llm.requests == []
+
+
+async def test_memory_show_in_a_dm_between_two_people_never_shows_the_callers_memory(world) -> None:
+    """Alice types /memory show in her DM with Bob: Bob must not see her MEMORY.md, nor may it be used."""
+    slack, _llm, channel, services = world
+    write_memory(services, f"slack-{TEAM_ID}-U0ALICE", "- Alice's bank PIN hint: blue whale\n")
+    fields = slash_command("/memory", "show", channel_id="D0ALICEBOB", user_id="U0ALICE",
+                           response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    [response] = await slack.wait_responses(1, timeout=10)
+    assert "blue whale" not in response["text"] and response["response_type"] == "ephemeral"
+    assert slack.posted == []
+
+
+def write_memory(services: Any, scope: str, text: str) -> None:
+    memory = services.workspace.memory_file(scope)
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text(text)
 
 
 async def test_a_mention_is_answered_in_its_thread_with_the_channels_scope(world) -> None:

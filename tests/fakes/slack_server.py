@@ -123,6 +123,9 @@ class FakeSlack:
         self.updated: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
         self.responses: list[dict[str, Any]] = []  # what was posted to response_urls
+        #: The bot's own DMs: channel id -> the person. conversations.info answers
+        #: channel_not_found for any other DM (one between two people), as Slack does.
+        self.ims: dict[str, str] = {}
         self.expired_responses = 0  # answer the next N response_url posts 404 "expired_url"
         self._failures: dict[str, _Failure] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -277,6 +280,14 @@ class FakeSlack:
 
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"url": f"ws://127.0.0.1:{self._port}/socket/{uuid.uuid4().hex}"}
+
+    def _m_conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = str(args.get("channel") or "")
+        if channel in self.ims:
+            return {"channel": {"id": channel, "is_im": True, "user": self.ims[channel]}}
+        if not channel or channel.startswith("D"):
+            return {"error": "channel_not_found"}
+        return {"channel": {"id": channel, "is_im": False, "is_channel": True}}
 
     def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         user = str(args.get("user") or "")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from fakes.openai_server import FakeOpenAI
 from support.files import write
 
 from memory import EmbeddingError, EmbeddingSettings, MemoryManager, MemorySettings, OpenAIEmbedding, make_embedder
+from memory.embedding import LocalEmbedding
 
 
 @pytest.fixture
@@ -62,3 +64,33 @@ async def _in_thread(fn):  # the sync client must not block the fake server's ev
     import asyncio
 
     return await asyncio.to_thread(fn)
+
+
+class _LocalModel(LocalEmbedding):
+    """A local model whose load fails when ``broken``, as with a damaged model file."""
+
+    def __init__(self, *, broken: bool) -> None:
+        super().__init__()
+        self.broken = broken
+
+    def _create(self) -> object:
+        if self.broken:
+            raise OSError("model file is truncated")
+        return object()
+
+    def _vectors(self, model: object, texts: list[str], *, query: bool) -> np.ndarray:
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+
+def test_a_local_model_that_fails_to_load_degrades_search_to_keywords(make_manager, workspace, caplog) -> None:
+    write(workspace, "alice", "MEMORY.md", "- prefers green tea\n")
+    indexed = make_manager(embedder=_LocalModel(broken=False))
+    assert indexed.sync().ok
+    indexed.close()
+    manager = make_manager(embedder=_LocalModel(broken=True))  # e.g. the next start, the model file damaged
+    caplog.set_level("WARNING")
+    hits = manager.search("green tea", "alice")
+    assert [h.path for h in hits] == ["MEMORY.md"] and hits[0].vector_score is None
+    assert "could not load its model: OSError('model file is truncated')" in caplog.text
+    with pytest.raises(EmbeddingError, match="could not load"):
+        _LocalModel(broken=True).embed(["x"])

@@ -347,6 +347,26 @@ def test_read_lines_refuses_a_symlink_out(workspace, make_manager, tmp_path) -> 
         manager.read_lines("alice", "memory/link.md")
 
 
+@pytest.mark.parametrize("path", ["knowledge/log.md", "knowledge/./log.md", "knowledge//log.md", "knowledge/ops/log-link.md"])
+def test_read_lines_refuses_the_knowledge_change_log(workspace, make_manager, path: str) -> None:
+    """knowledge/log.md names who changed what (admin ids): no scope reads it through memory_get."""
+    knowledge = workspace.knowledge_dir
+    (knowledge / "ops").mkdir(parents=True, exist_ok=True)
+    (knowledge / "log.md").write_text("- 2026-12-03T10:00:00 slack-T1-U0ADMIN create ops/deploy.md\n")
+    (knowledge / "ops" / "deploy.md").write_text("# Deploy\nship on Thursdays\n")
+    os.symlink(knowledge / "log.md", knowledge / "ops" / "log-link.md")
+    manager = make_manager(embedder=None)
+    with pytest.raises(MemoryPathError, match="knowledge/log.md is the knowledge change log"):
+        manager.read_lines("alice", path)
+    assert manager.read_lines("alice", "knowledge/ops/deploy.md") == "# Deploy\nship on Thursdays\n"
+
+
+def test_read_lines_allows_the_knowledge_index(workspace, make_manager) -> None:
+    """index.md lists only the pages' titles and paths, which every scope may read anyway."""
+    (workspace.knowledge_dir / "index.md").write_text("# Knowledge index\n")
+    assert make_manager(embedder=None).read_lines("alice", "knowledge/index.md") == "# Knowledge index\n"
+
+
 def test_read_lines_returns_the_requested_lines(workspace, make_manager) -> None:
     write(workspace, "alice", "memory/2026-12-01.md", "one\ntwo\nthree\nfour\n")
     manager = make_manager(embedder=None)
