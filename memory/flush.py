@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from enum import Enum
 
+from .chunker import SECTION_TITLES
 from .conversations import DAILY_REASON, ConversationStore, FlushJob, Message, is_scheduled
 from .files import append_text
 from .manager import MemoryManager
@@ -129,7 +130,7 @@ class Flusher:
 
     def _append_once(self, job: FlushJob, summary: str) -> bool:
         """Append the job's block unless it is already there (a re-run after a crash)."""
-        title = "daily summary" if job.reason == DAILY_REASON else "conversation notes"
+        title = SECTION_TITLES[1] if job.reason == DAILY_REASON else SECTION_TITLES[0]
         target = self.memory.workspace.daily_file(job.scope, job.day)
         marker = _marker(job.id)
         with self.memory.lock:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunker import Chunk, chunk_text, text_hash
+from .chunker import Chunk, chunk_text, embedding_text, text_hash
 from .config import MemorySettings
 from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
@@ -395,7 +395,7 @@ class MemoryManager:
                     report.error = "stopped: the memory index is closing (the next sync resumes from the cache)"
                     return None
                 part = hashes[start : start + batch]
-                embedded = dict(zip(part, self.embedder.embed([texts[h] for h in part])))
+                embedded = dict(zip(part, self.embedder.embed([embedding_text(texts[h]) for h in part])))
                 report.embed_calls += 1
                 with self.lock, self.db.transaction() as conn:
                     self.storage.store_vectors(conn, self.embedder.model_id, embedded)

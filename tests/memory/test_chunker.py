@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.chunker import chunk_text
+from memory.chunker import chunk_text, embedding_text
 
 
 def test_lines_are_one_based_and_inclusive() -> None:
@@ -48,3 +48,10 @@ def test_every_line_is_covered_and_ids_are_unique(text: str, max_chars: int, ove
     for number, line in enumerate(lines, start=1):
         if line.strip():
             assert number in covered
+
+
+def test_what_is_embedded_is_what_a_reader_sees_without_the_daily_files_own_headings() -> None:
+    note = "## 20:00 conversation notes <!-- flush:64 -->\n- moved to Hangzhou\n## 23:50 daily summary\n- a long day"
+    assert embedding_text(note) == "- moved to Hangzhou\n\n- a long day"
+    assert embedding_text("# Deploy guide\nrun make") == "# Deploy guide\nrun make"  # a page's own title stays
+    assert embedding_text("<!-- flush:1 -->") == "<!-- flush:1 -->"  # never an empty text
