@@ -267,7 +267,8 @@ class MemoryBench:
         scopes = [ws.big_scope, KNOWLEDGE_SCOPE]
         recalls = []
         for query in self.queries.english[:50]:
-            vector = manager._query_vector(query)  # noqa: SLF001
+            vector = manager.retriever._query_vector(query)  # noqa: SLF001 - moved to memory/retrieval
+            assert vector is not None
             exact = {cid for cid, _ in manager.vectors.search(vector, scopes, 32, exact=True)}
             ram = manager._vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))  # noqa: SLF001
             recalls.append(len(exact & {cid for cid, _ in ram or []}) / max(1, len(exact)))

@@ -12,8 +12,8 @@ overlap lines), then times, alternately, ``--rounds`` times each, two fresh proc
 * **embedder alone** (this script's internal ``_embed`` command): read every file the sync
   indexes, in the sync's walk order, chunk it with ``memory.chunker.chunk_text`` (800 / 2), keep one
   text per sha256 as the sync does, sort them by length as the sync's ``_embed`` does (so the
-  batches are the sync's own) and embed them with ``LocalEmbedding`` in batches of its
-  ``max_batch``; model load included;
+  batches are the sync's own) and embed their ``embedding_text`` with ``LocalEmbedding`` in batches
+  of its ``max_batch``; model load included (timed apart, with a one-word call);
 * **sync**: ``membridge --config <cfg> memory sync --json`` on a fresh index (``index.db*`` and
   ``vectors/`` deleted first), from process start until it exits (trigram index filled: the CLI
   waits for it).
@@ -100,11 +100,13 @@ def unique_texts(root: Path, max_chars: int, overlap: int) -> tuple[int, int, di
 def embed_child(args: argparse.Namespace) -> int:
     """``_embed``: chunk, dedupe, (sort,) embed; print the phase times as JSON."""
     started = time.perf_counter()
+    from memory.chunker import embedding_text
     from memory.embedding import LocalEmbedding
 
     imported = time.perf_counter()
     files, chunks, texts = unique_texts(Path(args.workspace), args.max_chars, args.overlap)
     ordered = sorted(texts.values(), key=len) if args.order == "length" else list(texts.values())
+    ordered = [embedding_text(text) for text in ordered]  # what the sync hands the model
     chunked = time.perf_counter()
     embedder = LocalEmbedding(batch_size=args.batch)
     embedder.embed(["load"])  # the model loads on first use: timed apart from the texts
