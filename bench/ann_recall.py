@@ -24,14 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import make_queries  # noqa: E402
+import lancedb
+import numpy as np
+import pyarrow as pa
+from common import make_queries
 
-import lancedb  # noqa: E402
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-from memory.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding  # noqa: E402
-from memory.vectors import ALL_PARTITIONS, REFINE  # noqa: E402
+from memory.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding
+from memory.vectors import ALL_PARTITIONS, REFINE
 
 LIMIT = 32
 

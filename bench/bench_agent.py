@@ -31,23 +31,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (  # noqa: E402
+from common import (
     Report,
     TextGenerator,
     WorkspaceSpec,
     generate_workspace,
     machine_info,
-    source_fingerprint,
     make_queries,
     peak_rss_mb,
     percentile,
+    source_fingerprint,
 )
 
-from bridge.app import Services  # noqa: E402
-from bridge.config import parse_config  # noqa: E402
-from bridge.llm import LLMClient, LLMResponse, Message, ToolCall  # noqa: E402
-from channels import IncomingMessage  # noqa: E402
-from memory import HashEmbedding, MemoryManager  # noqa: E402
+from bridge.app import Services
+from bridge.config import parse_config
+from bridge.llm import LLMClient, LLMResponse, Message, ToolCall
+from channels import IncomingMessage
+from memory import HashEmbedding, MemoryManager
 
 TARGET_OVERHEAD_P50_MS = 5.0
 USER_ID = "42"
@@ -101,7 +101,7 @@ def prepare_workspace(root: Path, scope: str, gen: TextGenerator, *, files: int)
     lines = ["# MEMORY"] + [gen.line(rng) for _ in range(MEMORY_LINES - 1)]
     (scope_dir / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for day in range(1, 29):
-        body = [f"# 2026-11-{day:02d}", ""] + gen.lines_for_chars(rng, 4000)
+        body = [f"# 2026-11-{day:02d}", "", *gen.lines_for_chars(rng, 4000)]
         (scope_dir / "memory" / f"2026-11-{day:02d}.md").write_text("\n".join(body) + "\n", encoding="utf-8")
 
 

@@ -21,9 +21,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
-from memory.scopes import KNOWLEDGE_SCOPE  # noqa: E402
-from memory.vectors import LanceDBBackend  # noqa: E402
+from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
+from memory.scopes import KNOWLEDGE_SCOPE
+from memory.vectors import LanceDBBackend
 
 QUERIES = ["deploy the bot with docker", "meeting notes", "Python 教程", "部署机器人", "how to cook rice",
            "travel plans for march", "猫", "budget review", "doctor appointment", "learning the cello"]

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (  # noqa: E402
+from common import (
     GeneratedWorkspace,
     Latency,
     QuerySets,
@@ -36,16 +36,16 @@ from common import (  # noqa: E402
     directory_size_mb,
     generate_workspace,
     machine_info,
-    source_fingerprint,
     make_queries,
     measure,
     peak_rss_mb,
+    source_fingerprint,
     timed,
 )
 
-from memory import HashEmbedding, LanceDBBackend, MemoryManager, MemorySettings, Workspace  # noqa: E402
-from memory.manager import append_text  # noqa: E402
-from memory.scopes import KNOWLEDGE_SCOPE  # noqa: E402
+from memory import HashEmbedding, LanceDBBackend, MemoryManager, MemorySettings, Workspace
+from memory.manager import append_text
+from memory.scopes import KNOWLEDGE_SCOPE
 
 HYBRID_DIM = 512
 HYBRID_BATCH = 256
@@ -86,10 +86,10 @@ def repeated(call: Any, times: int) -> list[float]:
 
 def ann_index_present(backend: LanceDBBackend) -> bool:
     """True when the table has a vector index (a scalar index on ``scope`` does not count)."""
-    table = backend._open()  # noqa: SLF001 - the bench inspects the table it measures
+    table = backend._open()
     try:
         indices = table.list_indices() if table is not None else []
-    except Exception:  # noqa: BLE001 - treated as "not yet"
+    except Exception:
         return False
     return any("vector" in list(getattr(index, "columns", [])) for index in indices)
 
@@ -184,8 +184,8 @@ class MemoryBench:
     def auto_sync_cost(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager) -> None:
         """The default search path checks the disk for changes at most every 2 s per scope."""
         for scope_label, scope in (("user scope", ws.user_scope), ("big scope", ws.big_scope)):
-            times = repeated(lambda: manager._disk_changed(scope), 20)  # noqa: SLF001 - measuring it is the point
-            files = len(manager._disk_files(scope)[0])  # noqa: SLF001
+            times = repeated(lambda scope=scope: manager._disk_changed(scope), 20)
+            files = len(manager._disk_files(scope)[0])
             self.report.add(section, f"auto_sync disk check, {scope_label} ({files} files incl. knowledge), median",
                             statistics.median(times) * 1000, "ms")
         # The same check as the search path pays it: auto_sync=True with the 2 s window expired.
@@ -193,7 +193,7 @@ class MemoryBench:
         scope = ws.big_scope
 
         def forced(_: object) -> int:
-            manager._last_disk_check.clear()  # noqa: SLF001
+            manager._last_disk_check.clear()
             return len(manager.search(query, scope, auto_sync=True))
 
         with_check, _ = measure(list(range(20)), forced, warmup=2)
@@ -255,7 +255,7 @@ class MemoryBench:
         fresh = open_manager(ws, embedder, NO_ANN)
         try:
             for scope_label, scope in (("user scope", ws.user_scope), ("big scope", ws.big_scope)):
-                seconds, _ = timed(lambda: fresh.search(self.queries.english[-1], scope, auto_sync=False))
+                seconds, _ = timed(lambda scope=scope: fresh.search(self.queries.english[-1], scope, auto_sync=False))
                 self.report.add(section, f"first hybrid search, {scope_label} (loads its vectors into RAM)",
                                 seconds * 1000, "ms")
         finally:
@@ -263,14 +263,14 @@ class MemoryBench:
 
     def ram_recall(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager) -> None:
         """The in-RAM search must return what LanceDB's exact scan returns (recall 1.0)."""
-        assert manager.vectors is not None and manager._vector_cache is not None  # noqa: SLF001
+        assert manager.vectors is not None and manager._vector_cache is not None
         scopes = [ws.big_scope, KNOWLEDGE_SCOPE]
         recalls = []
         for query in self.queries.english[:50]:
-            vector = manager.retriever._query_vector(query)  # noqa: SLF001 - moved to memory/retrieval
+            vector = manager.retriever._query_vector(query)
             assert vector is not None
             exact = {cid for cid, _ in manager.vectors.search(vector, scopes, 32, exact=True)}
-            ram = manager._vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))  # noqa: SLF001
+            ram = manager._vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))
             recalls.append(len(exact & {cid for cid, _ in ram or []}) / max(1, len(exact)))
         self.report.add(section, "in-RAM vector search recall@32 vs LanceDB exact (big scope)",
                         statistics.fmean(recalls), "ratio")
@@ -300,7 +300,7 @@ class MemoryBench:
                         note=f"{manager.vectors.count():,} vectors; maintain() returned after {returned:.2f} s;"
                              f" index present: {ready}")
         approx = [{cid for cid, _ in manager.vectors.search(v, scopes, 32)} for v in vectors]
-        recall = statistics.fmean(len(a & b) / max(1, len(b)) for a, b in zip(approx, brute))
+        recall = statistics.fmean(len(a & b) / max(1, len(b)) for a, b in zip(approx, brute, strict=True))
         self.report.add(section, "LanceDB IVF_PQ recall@32 vs exact (big scope)", recall, "ratio")
         # A manager whose own ann_threshold the table passes, so that a tree which picks an exact
         # scan below the threshold takes the ANN path here.

@@ -32,51 +32,18 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memory.chunker import chunk_text  # noqa: E402
+import contextlib
+
+from memory.chunker import chunk_text
 
 # --------------------------------------------------------------------------- word lists
 ENGLISH_WORDS: tuple[str, ...] = tuple(
-    """
-    the a to and of in is it for that on was with he as at be this have from or one had by but not what
-    all were we when your can said there use an each which she do how their if will up other about out
-    many then them these so some her would make like him into time has look two more write go see number
-    no way could people my than first water been call who oil its now find long down day did get come
-    made may part meeting project deploy server client budget invoice flight hotel train ticket doctor
-    dentist appointment birthday dinner lunch coffee tea recipe garden bike car repair insurance contract
-    lease landlord rent salary review release feature bug issue branch merge test build pipeline backup
-    database index query search memory vector keyword latency cache config password account login email
-    phone message reminder calendar schedule weekend holiday vacation museum concert movie book chapter
-    lesson course tutorial exam homework teacher student school office manager colleague team sprint
-    retro standup roadmap launch customer support ticket refund order delivery package warehouse shipment
-    price discount market stock portfolio bank loan mortgage tax receipt report summary draft slides
-    presentation workshop conference keynote speaker travel airport passport visa embassy language
-    lesson grammar vocabulary spanish french japanese chinese german italian korean piano guitar violin
-    running swimming hiking climbing yoga gym weight sleep diet vitamin allergy medicine pharmacy clinic
-    hospital nurse surgery recovery family mother father sister brother daughter son grandmother uncle
-    aunt cousin friend neighbour wedding anniversary gift flowers cake party guest invitation playlist
-    podcast episode newsletter article blog paper thesis research experiment dataset model training
-    evaluation benchmark kernel compiler runtime library framework plugin extension browser terminal
-    laptop monitor keyboard mouse printer router network wifi bluetooth battery charger cable adapter
-    kitchen fridge oven stove sink window door roof garage basement attic balcony plant tomato basil
-    lemon apple banana orange grape mango peach cherry rice noodle soup bread cheese butter milk yogurt
-    """.split()
+    ["the", "a", "to", "and", "of", "in", "is", "it", "for", "that", "on", "was", "with", "he", "as", "at", "be", "this", "have", "from", "or", "one", "had", "by", "but", "not", "what", "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which", "she", "do", "how", "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these", "so", "some", "her", "would", "make", "like", "him", "into", "time", "has", "look", "two", "more", "write", "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water", "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get", "come", "made", "may", "part", "meeting", "project", "deploy", "server", "client", "budget", "invoice", "flight", "hotel", "train", "ticket", "doctor", "dentist", "appointment", "birthday", "dinner", "lunch", "coffee", "tea", "recipe", "garden", "bike", "car", "repair", "insurance", "contract", "lease", "landlord", "rent", "salary", "review", "release", "feature", "bug", "issue", "branch", "merge", "test", "build", "pipeline", "backup", "database", "index", "query", "search", "memory", "vector", "keyword", "latency", "cache", "config", "password", "account", "login", "email", "phone", "message", "reminder", "calendar", "schedule", "weekend", "holiday", "vacation", "museum", "concert", "movie", "book", "chapter", "lesson", "course", "tutorial", "exam", "homework", "teacher", "student", "school", "office", "manager", "colleague", "team", "sprint", "retro", "standup", "roadmap", "launch", "customer", "support", "ticket", "refund", "order", "delivery", "package", "warehouse", "shipment", "price", "discount", "market", "stock", "portfolio", "bank", "loan", "mortgage", "tax", "receipt", "report", "summary", "draft", "slides", "presentation", "workshop", "conference", "keynote", "speaker", "travel", "airport", "passport", "visa", "embassy", "language", "lesson", "grammar", "vocabulary", "spanish", "french", "japanese", "chinese", "german", "italian", "korean", "piano", "guitar", "violin", "running", "swimming", "hiking", "climbing", "yoga", "gym", "weight", "sleep", "diet", "vitamin", "allergy", "medicine", "pharmacy", "clinic", "hospital", "nurse", "surgery", "recovery", "family", "mother", "father", "sister", "brother", "daughter", "son", "grandmother", "uncle", "aunt", "cousin", "friend", "neighbour", "wedding", "anniversary", "gift", "flowers", "cake", "party", "guest", "invitation", "playlist", "podcast", "episode", "newsletter", "article", "blog", "paper", "thesis", "research", "experiment", "dataset", "model", "training", "evaluation", "benchmark", "kernel", "compiler", "runtime", "library", "framework", "plugin", "extension", "browser", "terminal", "laptop", "monitor", "keyboard", "mouse", "printer", "router", "network", "wifi", "bluetooth", "battery", "charger", "cable", "adapter", "kitchen", "fridge", "oven", "stove", "sink", "window", "door", "roof", "garage", "basement", "attic", "balcony", "plant", "tomato", "basil", "lemon", "apple", "banana", "orange", "grape", "mango", "peach", "cherry", "rice", "noodle", "soup", "bread", "cheese", "butter", "milk", "yogurt"]
 )
 
 # Common two-character Chinese words (教程 is the query the targets name).
 CJK_WORDS: tuple[str, ...] = tuple(
-    """
-    教程 学习 工作 会议 项目 客户 服务 系统 数据 搜索 记忆 文件 代码 测试 发布 部署 服务器 数据库
-    问题 方法 时间 今天 明天 昨天 上午 下午 晚上 周末 假期 旅行 机票 酒店 火车 地铁 医生 医院
-    牙医 预约 生日 晚饭 午饭 咖啡 茶叶 菜谱 花园 自行车 汽车 维修 保险 合同 房租 房东 工资 报告
-    总结 草稿 演讲 幻灯片 会场 机场 护照 签证 语言 语法 单词 英语 日语 法语 德语 中文 钢琴 吉他
-    跑步 游泳 爬山 瑜伽 健身 睡眠 饮食 维生素 过敏 药店 诊所 护士 手术 康复 家人 妈妈 爸爸 姐姐
-    哥哥 女儿 儿子 奶奶 叔叔 阿姨 朋友 邻居 婚礼 纪念日 礼物 鲜花 蛋糕 派对 客人 邀请 歌单 播客
-    文章 博客 论文 研究 实验 模型 训练 评估 内核 编译器 框架 插件 浏览器 终端 电脑 显示器 键盘
-    鼠标 打印机 路由器 网络 电池 充电器 厨房 冰箱 烤箱 窗户 阳台 植物 番茄 柠檬 苹果 香蕉 橙子
-    葡萄 芒果 米饭 面条 汤 面包 奶酪 牛奶 酸奶 电影 音乐 书 章节 课程 考试 作业 老师 学生 学校
-    办公室 经理 同事 团队 计划 目标 预算 发票 订单 快递 包裹 仓库 价格 折扣 股票 银行 贷款 税
-    收据 天气 下雨 晴天 城市 北京 上海 深圳 杭州 成都 广州 公园 博物馆 音乐会 电影院 超市 商场
-    """.split()
+    ["教程", "学习", "工作", "会议", "项目", "客户", "服务", "系统", "数据", "搜索", "记忆", "文件", "代码", "测试", "发布", "部署", "服务器", "数据库", "问题", "方法", "时间", "今天", "明天", "昨天", "上午", "下午", "晚上", "周末", "假期", "旅行", "机票", "酒店", "火车", "地铁", "医生", "医院", "牙医", "预约", "生日", "晚饭", "午饭", "咖啡", "茶叶", "菜谱", "花园", "自行车", "汽车", "维修", "保险", "合同", "房租", "房东", "工资", "报告", "总结", "草稿", "演讲", "幻灯片", "会场", "机场", "护照", "签证", "语言", "语法", "单词", "英语", "日语", "法语", "德语", "中文", "钢琴", "吉他", "跑步", "游泳", "爬山", "瑜伽", "健身", "睡眠", "饮食", "维生素", "过敏", "药店", "诊所", "护士", "手术", "康复", "家人", "妈妈", "爸爸", "姐姐", "哥哥", "女儿", "儿子", "奶奶", "叔叔", "阿姨", "朋友", "邻居", "婚礼", "纪念日", "礼物", "鲜花", "蛋糕", "派对", "客人", "邀请", "歌单", "播客", "文章", "博客", "论文", "研究", "实验", "模型", "训练", "评估", "内核", "编译器", "框架", "插件", "浏览器", "终端", "电脑", "显示器", "键盘", "鼠标", "打印机", "路由器", "网络", "电池", "充电器", "厨房", "冰箱", "烤箱", "窗户", "阳台", "植物", "番茄", "柠檬", "苹果", "香蕉", "橙子", "葡萄", "芒果", "米饭", "面条", "汤", "面包", "奶酪", "牛奶", "酸奶", "电影", "音乐", "书", "章节", "课程", "考试", "作业", "老师", "学生", "学校", "办公室", "经理", "同事", "团队", "计划", "目标", "预算", "发票", "订单", "快递", "包裹", "仓库", "价格", "折扣", "股票", "银行", "贷款", "税", "收据", "天气", "下雨", "晴天", "城市", "北京", "上海", "深圳", "杭州", "成都", "广州", "公园", "博物馆", "音乐会", "电影院", "超市", "商场"]
 )
 
 CJK_PARTICLES: tuple[str, ...] = ("的", "了", "在", "是", "和", "也", "都", "就", "要", "把", "给", "跟", "很", "不")
@@ -278,7 +245,7 @@ def generate_workspace(root: Path, spec: WorkspaceSpec) -> GeneratedWorkspace:
         for back in range(count):
             day = spec.last_day - timedelta(days=back)
             path = root / "scopes" / scope / "memory" / f"{day.isoformat()}.md"
-            lines = [f"# {day.isoformat()}", ""] + gen.lines_for_chars(rng, target_chars)
+            lines = [f"# {day.isoformat()}", "", *gen.lines_for_chars(rng, target_chars)]
             write(path, lines, datetime.combine(day, datetime.min.time()) + timedelta(hours=12))
             paths.append(path)
         daily[scope] = paths
@@ -292,7 +259,7 @@ def generate_workspace(root: Path, spec: WorkspaceSpec) -> GeneratedWorkspace:
         category = KNOWLEDGE_CATEGORIES[index % len(KNOWLEDGE_CATEGORIES)]
         slug = f"{gen.english.draw_range(rng, 200, 5000)}-{index}"
         title = f"# {slug.replace('-', ' ').title()} {rng.choice(CJK_WORDS)}"
-        write(root / "knowledge" / category / f"{slug}.md", [title, ""] + gen.lines_for_chars(rng, target_chars), past)
+        write(root / "knowledge" / category / f"{slug}.md", [title, "", *gen.lines_for_chars(rng, target_chars)], past)
     return GeneratedWorkspace(
         root=root,
         spec=spec,
@@ -392,10 +359,8 @@ def directory_size_mb(path: Path) -> float:
     total = 0
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += (Path(dirpath) / name).stat().st_size
-            except OSError:
-                pass
     return total / (1024 * 1024)
 
 
@@ -431,7 +396,7 @@ def machine_info() -> dict[str, Any]:
         import lancedb
 
         lancedb_version = lancedb.__version__
-    except Exception:  # noqa: BLE001 - informational only
+    except Exception:
         lancedb_version = "?"
     return {
         "date": datetime.now().isoformat(timespec="seconds"),

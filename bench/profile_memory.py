@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import make_queries  # noqa: E402
+from common import make_queries
 
-from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
-from memory.manager import append_text  # noqa: E402
+from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
+from memory.manager import append_text
 
 
 def manager_for(root: Path, hybrid: bool) -> MemoryManager:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
         profile("1 file changed, sync(scope)", change, repeat=1)
     elif args.operation == "disk-check":
-        profile("disk check", lambda: manager._disk_changed(args.scope), repeat=20)  # noqa: SLF001
+        profile("disk check", lambda: manager._disk_changed(args.scope), repeat=20)
     manager.close()
     return 0
 

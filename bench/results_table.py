@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import format_value  # noqa: E402
+from common import format_value
 
 
 def _target(figure: dict[str, Any]) -> str:

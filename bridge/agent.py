@@ -116,7 +116,8 @@ class Agent:
 
     async def handle(self, message: IncomingMessage) -> Reply:
         """Answer ``message``; turns of the same chat are serialised."""
-        return await self._locks(message.chat_key, lambda: self._turn(message))
+        reply: Reply = await self._locks(message.chat_key, lambda: self._turn(message))
+        return reply
 
     async def _turn(self, message: IncomingMessage) -> Reply:
         who = self.identify(message)

@@ -143,7 +143,7 @@ class Services:
             try:
                 result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)
                 log.info("deep dream %s: %s", scope, result.reason)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("deep dream of scope %s failed", scope)
 
     @cached_property
@@ -184,5 +184,5 @@ async def _step(what: str, run: Callable[[], Awaitable[object]]) -> None:
     """One step of a background pass: its failure is logged, and the pass goes on."""
     try:
         await run()
-    except Exception:  # noqa: BLE001 - every step of the night runs whatever the others did
+    except Exception:
         log.exception("%s failed; the nightly pass goes on", what)

@@ -11,7 +11,7 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 
 from .app import Services
@@ -29,7 +29,7 @@ class Check:
 def _check(name: str, probe: Callable[[], str]) -> Check:
     try:
         return Check(name, True, probe())
-    except Exception as exc:  # noqa: BLE001 - the doctor reports every failure as a line
+    except Exception as exc:
         return Check(name, False, str(exc) or type(exc).__name__)
 
 
@@ -120,13 +120,5 @@ def run_checks(services: Services, *, offline: bool = False) -> list[Check]:
     ]
     if offline:
         where = services.config.llm.base_url or "the OpenAI API"
-        return checks + [
-            _check("lancedb", _lancedb_installed),
-            _check("embeddings", lambda: _embeddings(services, load=False)),
-            Check("llm", True, f"{where}, model {services.config.llm.model!r} (not called: --offline)", skipped=True),
-        ]
-    return checks + [
-        _check("lancedb", _lancedb),
-        _check("embeddings", lambda: _embeddings(services)),
-        _check("llm", lambda: _llm(services)),
-    ]
+        return [*checks, _check("lancedb", _lancedb_installed), _check("embeddings", lambda: _embeddings(services, load=False)), Check("llm", True, f"{where}, model {services.config.llm.model!r} (not called: --offline)", skipped=True)]
+    return [*checks, _check("lancedb", _lancedb), _check("embeddings", lambda: _embeddings(services)), _check("llm", lambda: _llm(services))]

@@ -28,8 +28,7 @@ SHOWN_RESULTS = 5
 SNIPPET_CHARS = 300
 
 _QUESTION_WORDS = frozenset(
-    "what who whom whose when where why how which do does did is are was were can could should would will "
-    "have has any".split()
+    ["what", "who", "whom", "whose", "when", "where", "why", "how", "which", "do", "does", "did", "is", "are", "was", "were", "can", "could", "should", "would", "will", "have", "has", "any"]
 )
 _CJK_QUESTION = re.compile(r"(吗|呢|什么|谁|哪|几|怎么|为什么|多少)[。.!！]?$")
 

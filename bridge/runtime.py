@@ -89,7 +89,7 @@ class Bridge:
                 channel, message = chat.queue.get_nowait()
                 try:
                     await self.process(channel, message)
-                except Exception:  # noqa: BLE001 - one message must never stop a chat
+                except Exception:
                     log.exception("message %s failed", message.dedupe_key)
                     await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
                                                             markdown=False), message)
@@ -132,7 +132,7 @@ class Bridge:
     async def _send_quietly(self, channel: Channel, reply: Reply, message: IncomingMessage) -> None:
         try:
             await channel.send(reply, message)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("could not tell the user about a failure")
 
     # ---------------------------------------------------------- lifecycle
@@ -176,7 +176,7 @@ class Bridge:
     async def _publish_commands(self, channel: Channel) -> None:
         try:
             await channel.publish_commands(self.plugins.commands())
-        except Exception as exc:  # noqa: BLE001 - a missing menu must not stop the bot
+        except Exception as exc:
             log.warning("could not publish the command menu on %s: %s", channel.name, exc)
 
     async def _warm_memory(self) -> None:
@@ -185,7 +185,7 @@ class Bridge:
             scopes = self.services.conversations.recent_scopes(time.time() - WARM_SCOPES_DAYS * 86400)
             loaded = await asyncio.to_thread(self.services.memory.warm, scopes)
             log.info("memory: vectors of %d scope(s) loaded", loaded)
-        except Exception as exc:  # noqa: BLE001 - only the first searches are slower without it
+        except Exception as exc:
             log.warning("could not pre-load vectors: %s", exc)
 
     def request_stop(self) -> None:
@@ -251,7 +251,7 @@ def build_channels(services: Services, bridge_stop: Callable[[], None], *, termi
                              "(set TELEGRAM_BOT_TOKEN or the key in config.yaml)")
         telegram = config.telegram
         channels.append(TelegramChannel(
-            token=telegram.token, base_url=telegram.base_url, mode=telegram.mode, webhook_url=telegram.webhook_url,
+            token=config.telegram.token, base_url=telegram.base_url, mode=telegram.mode, webhook_url=telegram.webhook_url,
             webhook_host=telegram.webhook_host, webhook_port=telegram.webhook_port,
             secret_token=telegram.secret_token, allowed_users=telegram.allowed_users,
         ))
@@ -298,6 +298,6 @@ async def _llm_notice(services: Services) -> str | None:
         return BANNER
     try:
         await asyncio.to_thread(probe_llm, services.config.llm, 3.0)
-    except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
+    except Exception as exc:
         return f"note: {exc}. Chat needs an LLM; /memory commands work without one."
     return None

@@ -79,6 +79,6 @@ class DailyTimer:
     async def _run(self, day: date, lookback_days: int) -> None:
         try:
             await self.job(day, lookback_days)
-        except Exception:  # noqa: BLE001 - the timer must survive a bad night
+        except Exception:
             log.exception("nightly run for %s failed", day)
         self._set_last_run(day)

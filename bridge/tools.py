@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from memory import MemoryManager, MemoryPathError
 from memory.knowledge import KnowledgeError, KnowledgeService
@@ -40,7 +40,7 @@ class ToolContext:
 class Tool(ABC):
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: ClassVar[dict[str, Any]]
     admin_only: bool = False
 
     def schema(self) -> dict[str, Any]:
@@ -77,7 +77,7 @@ class MemorySearch(Tool):
     name = "memory_search"
     description = ("Search this conversation's long-term memory, daily notes and the knowledge base by meaning "
                    "and keywords. Returns the best matching passages with their file and line numbers.")
-    parameters = {"type": "object", "properties": {
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {
         "query": {"type": "string", "description": "keywords or a short question"},
         "limit": {"type": "integer", "description": "most results (1-20)", "default": 6}}, "required": ["query"]}
 
@@ -99,7 +99,7 @@ class MemoryGet(Tool):
     name = "memory_get"
     description = ("Read lines of a memory file: MEMORY.md, memory/YYYY-MM-DD.md (daily notes) or "
                    "knowledge/<category>/<page>.md.")
-    parameters = {"type": "object", "properties": {
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {
         "path": {"type": "string"},
         "start_line": {"type": "integer", "default": 1},
         "num_lines": {"type": "integer", "default": 100}}, "required": ["path"]}
@@ -121,7 +121,7 @@ class MemoryGet(Tool):
 class MemoryWrite(Tool):
     name = "memory_write"
     description = "Save a fact worth remembering to today's daily memory (one short line, absolute dates)."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
     def __init__(self, memory: MemoryManager) -> None:
         self.memory = memory
@@ -136,7 +136,7 @@ class MemoryWrite(Tool):
 class KnowledgeSearch(Tool):
     name = "knowledge_search"
     description = "Search the shared knowledge base (domain pages, not personal memory)."
-    parameters = {"type": "object", "properties": {"query": {"type": "string"},
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"query": {"type": "string"},
                                                    "limit": {"type": "integer", "default": 5}}, "required": ["query"]}
 
     def __init__(self, memory: MemoryManager) -> None:
@@ -154,7 +154,7 @@ class KnowledgeSearch(Tool):
 class KnowledgeRead(Tool):
     name = "knowledge_read"
     description = "Read a whole knowledge page, given as <category>/<page>."
-    parameters = {"type": "object", "properties": {"page": {"type": "string"}}, "required": ["page"]}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"page": {"type": "string"}}, "required": ["page"]}
 
     def __init__(self, knowledge: KnowledgeService) -> None:
         self.knowledge = knowledge
@@ -169,7 +169,7 @@ class KnowledgeRead(Tool):
 class KnowledgeWrite(Tool):
     name = "knowledge_write"
     description = "Create or replace a knowledge page <category>/<page> with markdown content (admins only)."
-    parameters = {"type": "object", "properties": {"page": {"type": "string"}, "content": {"type": "string"}},
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"page": {"type": "string"}, "content": {"type": "string"}},
                   "required": ["page", "content"]}
     admin_only = True
 
@@ -211,7 +211,7 @@ class ToolBox:
             output = await tool.run(ctx, args)
         except ToolError as exc:
             return f"error: {exc}"
-        except Exception as exc:  # noqa: BLE001 - the model sees the failure instead of the turn dying
+        except Exception as exc:
             log.exception("tool %s failed", name)
             return f"error: {name} failed: {type(exc).__name__}: {exc}"
         return output if len(output) <= MAX_TOOL_OUTPUT_CHARS else output[:MAX_TOOL_OUTPUT_CHARS] + "\n[… cut]"

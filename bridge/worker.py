@@ -11,6 +11,7 @@ worth keeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -73,10 +74,8 @@ class FlushWorker:
         self._loop = None
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
             async with self._pass_done:  # a drain waiting for a pass that will not come returns
                 self._pass_done.notify_all()
@@ -109,7 +108,7 @@ class FlushWorker:
         try:
             await self.flusher.run_pending(self.summarize)
             retry = bool(await asyncio.to_thread(self.flusher.store.pending_jobs))
-        except Exception:  # noqa: BLE001 - the worker must survive anything
+        except Exception:
             log.exception("flush worker pass failed; retrying in %.0fs", self.retry_delay_s)
             retry = True
         if retry and not self._wake.is_set():

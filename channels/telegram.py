@@ -615,7 +615,7 @@ def _table(node: SyntaxTreeNode) -> str:
     width = max(len(row) for row in rows)
     sizes = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(width)]
     lines = [
-        " | ".join(cell.ljust(size) for cell, size in zip(row, sizes)).rstrip() for row in rows
+        " | ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)).rstrip() for row in rows
     ]
     lines.insert(1, "-+-".join("-" * size for size in sizes))
     return _pre("\n".join(lines), "")
@@ -645,9 +645,9 @@ def _inline_piece(node: SyntaxTreeNode, active: frozenset[str]) -> str:
         mark = _STYLE_MARKS[kind]
         return inner if kind in active or not inner.strip() else f"{mark}{inner}{mark}"
     if kind == "link":
-        return _link(_inline(node, active), node.attrs.get("href", ""))
+        return _link(_inline(node, active), str(node.attrs.get("href", "")))
     if kind == "image":
-        return _link(_escape(_plain(node)) or "image", node.attrs.get("src", ""))
+        return _link(_escape(_plain(node)) or "image", str(node.attrs.get("src", "")))
     return _escape(node.content)
 
 

@@ -9,21 +9,22 @@ from .chunker import Chunk, chunk_text
 from .config import DreamSettings, EmbeddingSettings, MemorySettings
 from .embedding import EmbeddingError, EmbeddingProvider, HashEmbedding, LocalEmbedding, OpenAIEmbedding, make_embedder
 from .locks import WorkspaceLock, WorkspaceLockTimeout
-from .manager import MemoryManager, MemoryPathError, SearchResult, SyncReport
+from .manager import MemoryManager, MemoryPathError, SyncReport
+from .retrieval import SearchResult
 from .scopes import GLOBAL_SCOPE, KNOWLEDGE_SCOPE, ScopeError, Workspace, validate_scope
 from .storage import Database
 from .vectors import LanceDBBackend, VectorBackend
 
 __all__ = [
+    "GLOBAL_SCOPE",
+    "KNOWLEDGE_SCOPE",
     "Chunk",
     "Database",
     "DreamSettings",
     "EmbeddingError",
     "EmbeddingProvider",
     "EmbeddingSettings",
-    "GLOBAL_SCOPE",
     "HashEmbedding",
-    "KNOWLEDGE_SCOPE",
     "LanceDBBackend",
     "LocalEmbedding",
     "MemoryManager",

@@ -155,7 +155,7 @@ class ConversationStore:
                 "INSERT INTO messages (session_id, seq, role, body, visible, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     (session_id, seq, m.get("role", ""), json.dumps(m, ensure_ascii=False), int(is_visible_turn(m)), now)
-                    for seq, m in zip(seqs, messages)
+                    for seq, m in zip(seqs, messages, strict=True)
                 ],
             )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))

@@ -276,7 +276,7 @@ class DeepDream:
         before = await asyncio.to_thread(self.memory_file.read, scope)
         try:
             answer = await complete(self._prompt(before.decode("utf-8", "replace"), window))
-        except Exception as exc:  # noqa: BLE001 - a failed dream changes nothing
+        except Exception as exc:
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
         try:

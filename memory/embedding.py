@@ -33,7 +33,8 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return vectors / norms
+    unit: np.ndarray = vectors / norms
+    return unit
 
 
 class EmbeddingProvider(ABC):
@@ -51,7 +52,8 @@ class EmbeddingProvider(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """The vector of a search question. Models trained with separate query and passage
         prefixes override this; :meth:`embed` is always for the indexed passages."""
-        return self.embed([text])[0]
+        vector: np.ndarray = self.embed([text])[0]
+        return vector
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -152,7 +154,8 @@ class E5Embedding(_InProcessModel):
         return np.asarray(model.query(texts) if query else model.passage(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._run([text], query=True)[0]
+        vector: np.ndarray = self._run([text], query=True)[0]
+        return vector
 
 
 class OpenAIEmbedding(EmbeddingProvider):

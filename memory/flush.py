@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 
 from .chunker import SECTION_TITLES
 from .conversations import DAILY_REASON, ConversationStore, FlushJob, Message, is_scheduled
@@ -30,7 +30,7 @@ _SENTINELS = {"none", "nothing", "n/a", "无", "没有", "无内容", "nothing w
 _SUMMARY_KEEP_CHARS = 2000
 
 
-class FlushOutcome(str, Enum):
+class FlushOutcome(StrEnum):
     WRITTEN = "written"
     FALLBACK = "fallback"
     NOTHING = "nothing"
@@ -83,7 +83,7 @@ async def _summarize(messages: Sequence[Message], summarize: Summarizer, what: s
     """The LLM's summary, or the rule-based one when the LLM fails: turns are never lost."""
     try:
         return (await summarize(messages)).strip(), FlushOutcome.WRITTEN
-    except Exception as exc:  # noqa: BLE001 - any summariser failure falls back
+    except Exception as exc:
         log.warning("%s: summariser failed (%s); using the rule-based summary", what, exc)
         return fallback_summary(messages), FlushOutcome.FALLBACK
 
@@ -107,7 +107,7 @@ class Flusher:
             try:
                 await self.run_job(job, summarize)
                 finished += 1
-            except Exception as exc:  # noqa: BLE001 - one bad job must not block the others
+            except Exception as exc:
                 log.exception("flush job %d failed; it stays pending for a retry", job.id)
                 await asyncio.to_thread(self.store.fail_job_attempt, job.id, str(exc))
         return finished

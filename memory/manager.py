@@ -303,7 +303,7 @@ class MemoryManager:
                     if self.storage.trigram_queue() == 0:
                         self._filler = None
                         return
-        except Exception as exc:  # noqa: BLE001 - the queue stays; searches scan it meanwhile
+        except Exception as exc:
             log.warning("filling the trigram index failed; the next sync retries: %s", exc)
         with self._filler_lock:
             self._filler = None
@@ -395,7 +395,7 @@ class MemoryManager:
                     report.error = "stopped: the memory index is closing (the next sync resumes from the cache)"
                     return None
                 part = hashes[start : start + batch]
-                embedded = dict(zip(part, self.embedder.embed([embedding_text(texts[h]) for h in part])))
+                embedded = dict(zip(part, self.embedder.embed([embedding_text(texts[h]) for h in part]), strict=True))
                 report.embed_calls += 1
                 with self.lock, self.db.transaction() as conn:
                     self.storage.store_vectors(conn, self.embedder.model_id, embedded)
@@ -542,7 +542,7 @@ class MemoryManager:
             report = self.sync(scope)
             if not report.ok:
                 log.warning("background sync of %s failed; a later search retries: %s", scope, report.error)
-        except Exception:  # noqa: BLE001 - a background task logs and the next search retries
+        except Exception:
             log.exception("background sync of %s failed; a later search retries", scope)
         finally:
             with self._filler_lock:

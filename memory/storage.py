@@ -608,7 +608,7 @@ class IndexStorage:
                 self.db.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
                 fts_rows = self.db.conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]
                 chunk_rows = self.db.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            return fts_rows == chunk_rows
+            return bool(fts_rows == chunk_rows)
         except sqlite3.DatabaseError as exc:
             log.warning("FTS integrity check failed: %s", exc)
             return False

@@ -92,7 +92,7 @@ class ScopeBlock:
         """Write rows in place; ``capacity`` (from :meth:`growth_for`) sets the size of a growth."""
         if capacity is not None and capacity > self._matrix.shape[0]:
             self._grow(capacity)
-        for cid, vector in zip(ids, vectors):
+        for cid, vector in zip(ids, vectors, strict=True):
             row = self._row.get(cid)
             if row is None:
                 row = len(self._ids)

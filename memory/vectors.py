@@ -61,7 +61,7 @@ class VectorBackend(ABC):
     @abstractmethod
     def count(self) -> int: ...
 
-    def maintain(self) -> None:
+    def maintain(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Background upkeep (an ANN index past a size); optional."""
 
 
@@ -184,7 +184,7 @@ class LanceDBBackend(VectorBackend):
         """The table's index types ("IVF_PQ", "BITMAP")."""
         try:
             return {str(index.index_type).upper().replace("IVFPQ", "IVF_PQ") for index in table.list_indices()}
-        except Exception:  # noqa: BLE001 - defensive: search works without
+        except Exception:
             return set()
 
     def maintain(self) -> None:
@@ -202,13 +202,13 @@ class LanceDBBackend(VectorBackend):
                 self._writes_since_optimize = 0
                 try:
                     table.optimize()
-                except Exception as exc:  # noqa: BLE001 - upkeep must never break a sync
+                except Exception as exc:
                     log.warning("vector table optimize failed: %s", exc)
             indexes = self._index_types(table)
             if "BITMAP" not in indexes:
                 try:
                     table.create_scalar_index("scope", index_type="BITMAP")
-                except Exception as exc:  # noqa: BLE001 - the scope filter works without it
+                except Exception as exc:
                     log.warning("could not index the scope column: %s", exc)
             if rows >= self._ann_rows(table) and "IVF_PQ" not in indexes and self._index_builder is None:
                 self._index_builder = threading.Thread(
@@ -218,7 +218,7 @@ class LanceDBBackend(VectorBackend):
     def _ann_rows(self, table) -> int:  # type: ignore[no-untyped-def]
         """The row count past which an ANN index pays: ``ann_threshold``, or what RAM can't hold."""
         dim = table.schema.field("vector").type.list_size
-        return max(self._ann_threshold, self._ram_bytes // (4 * dim) + 1)
+        return max(self._ann_threshold, self._ram_bytes // (4 * int(dim)) + 1)
 
     def _build_index(self, table, rows: int) -> None:  # type: ignore[no-untyped-def]
         """IVF_PQ over the vectors, built in a thread: a sync or a search never waits for it.
@@ -233,7 +233,7 @@ class LanceDBBackend(VectorBackend):
             log.info("building the ANN index over %d vectors in the background", rows)
             table.create_index(metric="cosine", num_partitions=max(8, int(rows**0.5)), num_sub_vectors=sub_vectors,
                                index_type="IVF_PQ")
-        except Exception as exc:  # noqa: BLE001 - brute force keeps working without an index
+        except Exception as exc:
             log.warning("building the ANN index failed (searches stay exact): %s", exc)
         finally:
             self._index_builder = None

@@ -10,7 +10,7 @@ registers handlers: having the method is enough, so a plugin reads like the beha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from channels.base import IncomingMessage, Reply
 
 
-class Event(str, Enum):
+class Event(StrEnum):
     """The points in a message's life where plugins run, in the order they happen.
 
     The value is the handler's method name, so lookup needs no table to keep in sync.

@@ -12,6 +12,7 @@ so one faulty plugin costs its own feature, not the conversation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -142,16 +143,21 @@ async def _run_handler(plugin: Plugin, event: Event, ctx: EventContext) -> Actio
     return Action.CONTINUE
 
 
+def _identity(plugin_cls: type) -> type:
+    """A loader for a class that is already imported."""
+    return plugin_cls
+
+
 def _discover(builtins: Mapping[str, str], dirs: Sequence[str | Path]) -> dict[str, list[_Candidate]]:
     """Every plugin name on offer, with each place it was found."""
     available: dict[str, list[_Candidate]] = {}
     for name, target in builtins.items():
-        available.setdefault(name, []).append(_Candidate(f"built-in {target}", lambda t=target: _import_target(t)))
+        available.setdefault(name, []).append(_Candidate(f"built-in {target}", functools.partial(_import_target, target)))
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         available.setdefault(entry.name, []).append(_Candidate(f"entry point {entry.value}", entry.load))
     for directory in dirs:
         for path, plugin_cls in _scan_dir(Path(directory)):
-            available.setdefault(plugin_cls.name, []).append(_Candidate(str(path), lambda c=plugin_cls: c))
+            available.setdefault(plugin_cls.name, []).append(_Candidate(str(path), functools.partial(_identity, plugin_cls)))
     return available
 
 

@@ -63,7 +63,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         if exc.status < 400:
             raise
         return json_error(exc.status, f"{exc.reason}: {request.method} {request.path}")
-    except Exception as exc:  # noqa: BLE001 - the mapping below decides; the rest is a 500
+    except Exception as exc:
         status = next((code for kind, code in _ERROR_STATUS if isinstance(exc, kind)), None)
         if status is None:
             log.exception("console request %s %s failed", request.method, request.path)

@@ -96,7 +96,7 @@ class Retriever:
         if query_vector is not None:
             try:
                 hits, from_ram = self._vector_hits(query_vector, scopes, depth)
-            except Exception as exc:  # noqa: BLE001 - a vector failure degrades, never fails
+            except Exception as exc:
                 log.warning("vector search failed, using keywords only: %s", exc)
                 hits, query_vector, found.hybrid = [], None, False
             found.chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))

@@ -18,29 +18,12 @@ import re
 from ..keyword import has_cjk
 
 _STOP_EN = frozenset(
-    """
-    a about above after again against all am an and any are aren't as at be because been before being
-    below between both but by can can't could couldn't did didn't do does doesn't doing don't down
-    during each else ever few for from further get got had hadn't has hasn't have haven't having he
-    he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in
-    into is isn't it it's its itself just know let's like me might more most much must mustn't my
-    myself no nor not now of off on once only or other ought our ours ourselves out over own please
-    really remember remind same say said shan't she she'd she'll she's should shouldn't so some such
-    tell than that that's the their theirs them themselves then there there's these they they'd
-    they'll they're they've thing things this those through to too told under until up us very was
-    wasn't we we'd we'll we're we've were weren't what what's when when's where where's whether which
-    while who who's whom whose why why's will with won't would wouldn't yet you you'd you'll you're
-    you've your yours yourself yourselves recall mentioned mention kind sort
-    """.split()
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "else", "ever", "few", "for", "from", "further", "get", "got", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "just", "know", "let's", "like", "me", "might", "more", "most", "much", "must", "mustn't", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "please", "really", "remember", "remind", "same", "say", "said", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "tell", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "thing", "things", "this", "those", "through", "to", "too", "told", "under", "until", "up", "us", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "whether", "which", "while", "who", "who's", "whom", "whose", "why", "why's", "will", "with", "won't", "would", "wouldn't", "yet", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "recall", "mentioned", "mention", "kind", "sort"]
 )
 
 #: Chinese function words and question words (longest first, so 什么时候 goes before 什么).
 _STOP_ZH = sorted(
-    """
-    什么时候 为什么 怎么样 是不是 有没有 什么 怎么 哪里 哪儿 哪个 哪些 多少 几个 还记得 记得 告诉 知道
-    我们 你们 他们 她们 它们 自己 一下 一个 这个 那个 这些 那些 还是 或者 但是 因为 所以 如果 就是 已经
-    曾经 之前 以前 时候 的是 了吗 没有 请问 吗 呢 吧 啊 呀 的 了 么 我 你 他 她 它 谁 哪
-    """.split(),
+    ["什么时候", "为什么", "怎么样", "是不是", "有没有", "什么", "怎么", "哪里", "哪儿", "哪个", "哪些", "多少", "几个", "还记得", "记得", "告诉", "知道", "我们", "你们", "他们", "她们", "它们", "自己", "一下", "一个", "这个", "那个", "这些", "那些", "还是", "或者", "但是", "因为", "所以", "如果", "就是", "已经", "曾经", "之前", "以前", "时候", "的是", "了吗", "没有", "请问", "吗", "呢", "吧", "啊", "呀", "的", "了", "么", "我", "你", "他", "她", "它", "谁", "哪"],
     key=len,
     reverse=True,
 )

@@ -94,7 +94,7 @@ def recency(settings: MemorySettings, dated: date | None, today: date, *, about_
     age = max(0, (today - dated).days)
     faded = 1.0 - 2.0 ** (-age / settings.half_life_days)
     weight = max(settings.recency_weight, settings.now_recency_weight) if about_now else settings.recency_weight
-    return 1.0 - weight * faded
+    return float(1.0 - weight * faded)
 
 
 def in_window(window: TimeWindow | None, dated: date | None, text: str) -> bool:

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-
 _PRESENT_RE = re.compile(
     r"\b(?:now|nowadays|currently|current|these\s+days|at\s+the\s+moment|at\s+present|still|anymore|any\s+more|"
     r"latest|most\s+recent(?:ly)?)\b|现在|目前|如今|最近|当前|还在|还是|仍然|依然",
@@ -227,10 +226,7 @@ def _zh_relative(m: re.Match[str], today: date) -> tuple[date, date] | None:
 
 def _zh_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
     weekday = _ZH_WEEKDAYS[m["wd"]]
-    if m["last"]:
-        day = _week_start(today) - timedelta(days=7 - weekday)
-    else:
-        day = _last_weekday(today, weekday)
+    day = _week_start(today) - timedelta(days=7 - weekday) if m["last"] else _last_weekday(today, weekday)
     return day, day
 
 

@@ -27,7 +27,7 @@ async def main(workspace: str, url: str, mode: str) -> None:
         for i in range(3):
             await services.agent.handle(dm(f"my gym locker is number {i}"))
         print("READY", flush=True)
-        time.sleep(60)
+        time.sleep(60)  # noqa: ASYNC251 - holds the loop so no flush runs before the kill
     if mode == "die-on-finish":
         services.conversations.finish_job = lambda job_id: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[method-assign]
     await services.flush_worker.drain()

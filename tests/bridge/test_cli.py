@@ -153,7 +153,7 @@ async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path
     manager._start_trigram_fill = lambda: None  # as if killed before the background fill ran
     manager.sync()
     manager.close()
-    code, out, _ = await membridge(config_file(), "doctor")
+    _code, out, _ = await membridge(config_file(), "doctor")
     assert "ok    workspace:" in out and "1 chunks indexed, keyword index intact; 1 queued for the substring index, added now" in out
     with sqlite3.connect(tmp_path / "ws" / "index.db") as db:
         assert db.execute("SELECT count(*) FROM tri_pending").fetchone() == (0,)

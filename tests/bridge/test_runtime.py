@@ -121,7 +121,7 @@ async def test_revert_is_refused_for_non_admins_and_works_for_admins(bot, fake_l
 async def test_memory_commands_show_search_forget_clear_and_usage(bot, fake_llm) -> None:
     bridge, channel = await bot()
     await asyncio.to_thread(bridge.services.dreamer.memory_file.write, "telegram-42",
-                            "- likes tea\n- lives in Porto\n".encode(), "test")
+                            b"- likes tea\n- lives in Porto\n", "test")
     for text in ("/memory show", "/memory search Porto", "/memory forget porto", "/memory show", "/memory bogus",
                  "/clear", "/nope"):
         await channel.push(dm(text))

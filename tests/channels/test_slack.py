@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from slack_sdk.errors import SlackApiError
 from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign, slash_command
+from slack_sdk.errors import SlackApiError
 
 from channels.base import ChatType, IncomingMessage, Reply
 from channels.slack import SlackChannel, markdown_to_mrkdwn

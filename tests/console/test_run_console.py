@@ -46,6 +46,6 @@ async def test_run_serves_the_console_and_stops_it(tmp_path) -> None:
 async def test_run_refuses_an_enabled_console_without_a_token(tmp_path) -> None:
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={"enabled": True})
     bridge = Bridge(services, [RecordingChannel()], build_plugins(services))
-    with pytest.raises(ConsoleError, match="console.token"):
+    with pytest.raises(ConsoleError, match=r"console\.token"):
         await bridge.start(timer=True)
     await bridge.shutdown()

@@ -127,7 +127,7 @@ def _count_tokens(text: str) -> int:
 
 def _sse(payload: dict[str, Any]) -> bytes:
     """Frame one event the way OpenAI does: a single ``data:`` line plus a blank line."""
-    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode("utf-8")
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
 @dataclass(frozen=True)
@@ -423,7 +423,7 @@ class FakeOpenAI:
             return web.Response(status=200, text=_BROKEN_JSON, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await response.prepare(request)
-        await response.write(f"data: {_BROKEN_JSON}\n\n".encode("utf-8"))
+        await response.write(f"data: {_BROKEN_JSON}\n\n".encode())
         await response.write_eof()
         return response
 

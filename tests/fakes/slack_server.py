@@ -218,7 +218,7 @@ class FakeSlack:
         try:
             async with self._changed:
                 await asyncio.wait_for(self._changed.wait_for(ready), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"FakeSlack: timed out after {timeout}s waiting for {what}") from None
 
     async def _notify(self) -> None:

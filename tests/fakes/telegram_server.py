@@ -13,6 +13,7 @@ e.g. to post to a webhook), ``fail_next`` makes the next calls of a method fail,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -505,9 +506,8 @@ class FakeTelegram:
     async def post_webhook(url: str, update: dict[str, Any], *, secret: str | None = None) -> int:
         """POST ``update`` to the bot's webhook like Telegram does; the HTTP status it answered."""
         headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
-        async with ClientSession() as session:
-            async with session.post(url, json=update, headers=headers) as response:
-                return response.status
+        async with ClientSession() as session, session.post(url, json=update, headers=headers) as response:
+            return response.status
 
     # -------------------------------------------------------------------------- serving
 
@@ -570,10 +570,8 @@ class FakeTelegram:
             if self._pending or remaining <= 0 or self._closing:
                 return self._pending[:limit]
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                pass
 
     async def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = params.get("chat_id")

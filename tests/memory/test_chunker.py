@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +17,7 @@ def test_chunks_respect_the_bound_and_overlap() -> None:
     text = "\n".join(f"line {i:02d} " + "x" * 30 for i in range(20))
     chunks = chunk_text(text, scope="s", path="p.md", max_chars=120, overlap_lines=1)
     assert all(len(c.text) <= 120 for c in chunks)
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in itertools.pairwise(chunks):
         assert current.start_line == previous.end_line  # one shared line
     assert chunks[0].start_line == 1 and chunks[-1].end_line == 20
 

@@ -109,7 +109,7 @@ def test_a_trim_after_the_nightly_summary_queues_only_the_turns_it_did_not_take(
     store.record_daily_jobs(time.time() + 1, "2026-12-02")
     store.append_messages("s1", turn("q3"))  # seq 7-8
     store.append_messages("s1", turn("q4"))  # seq 9-10
-    assert [m["content"] for m in store.load_messages("s1", 10)][0] == "q0"  # the summary left the context as it was
+    assert next(m["content"] for m in store.load_messages("s1", 10)) == "q0"  # the summary left the context as it was
     store.trim("s1", 9, "trim", "2026-12-03")
     store.record_daily_jobs(time.time() + 1, "2026-12-03")
     assert queued(store) == [(1, 6, "daily"), (7, 8, "trim"), (9, 10, "daily")]

@@ -95,7 +95,7 @@ async def test_revert_restores_the_exact_previous_bytes(workspace, dreamer) -> N
     assert path.read_text() != original
     versions = dreamer.memory_file.versions("alice")
     assert [v.cause for v in versions] == ["deep dream", "as found on disk"]
-    new_version, diff = dreamer.memory_file.revert("alice")
+    _new_version, diff = dreamer.memory_file.revert("alice")
     assert path.read_bytes() == original.encode()
     assert "-- likes coffee" in diff
     assert dreamer.memory_file.versions("alice")[0].cause == f"revert to version {versions[1].id}"

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
 import os
 import sqlite3
 import time
+from datetime import datetime
 
 import numpy as np
 import pytest
 from support.files import write
 
-from memory import EmbeddingError, HashEmbedding, KNOWLEDGE_SCOPE, MemoryManager, MemoryPathError, ScopeError
+from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding, MemoryManager, MemoryPathError, ScopeError
 
 
 def paths(results: list) -> list[tuple[str, int]]:
@@ -356,7 +356,7 @@ def test_read_lines_refuses_the_knowledge_change_log(workspace, make_manager, pa
     (knowledge / "ops" / "deploy.md").write_text("# Deploy\nship on Thursdays\n")
     os.symlink(knowledge / "log.md", knowledge / "ops" / "log-link.md")
     manager = make_manager(embedder=None)
-    with pytest.raises(MemoryPathError, match="knowledge/log.md is the knowledge change log"):
+    with pytest.raises(MemoryPathError, match=r"knowledge/log\.md is the knowledge change log"):
         manager.read_lines("alice", path)
     assert manager.read_lines("alice", "knowledge/ops/deploy.md") == "# Deploy\nship on Thursdays\n"
 
@@ -405,7 +405,7 @@ def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
     manager.append_daily(GLOBAL_SCOPE, "- a shared note about kiwis")
     assert workspace.list_scopes() == [GLOBAL_SCOPE]
     assert {h.path for h in manager.search("kiwis layout", GLOBAL_SCOPE, min_score=0)} >= {"MEMORY.md"}
-    assert [h.path for h in manager.search("kiwis", GLOBAL_SCOPE)][0].startswith("memory/")
+    assert next(h.path for h in manager.search("kiwis", GLOBAL_SCOPE)).startswith("memory/")
     with pytest.raises(ScopeError):
         manager.search("kiwis", "telegram-1")
     manager.close()

@@ -87,7 +87,7 @@ def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch
     generation, chunk_ids, matrix = storage.scope_vectors("alice", "m1")
     assert generation == 1
     assert sorted(chunk_ids) == sorted(r[0] for r in rows[:-1])
-    by_id = dict(zip(chunk_ids, matrix))
+    by_id = dict(zip(chunk_ids, matrix, strict=True))
     for chunk_id, hash_ in rows[:-1]:
         np.testing.assert_array_equal(by_id[chunk_id], vectors[hash_])
     assert storage.scope_vectors("alice", "m2")[1] == []

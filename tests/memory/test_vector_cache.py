@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.files import write
 
-from memory import HashEmbedding, KNOWLEDGE_SCOPE
+from memory import KNOWLEDGE_SCOPE, HashEmbedding
 from memory.embedding import normalise
 from memory.vector_cache import ScopeBlock, VectorCache, _top
 
@@ -159,7 +159,7 @@ def test_in_place_writes_never_hold_more_than_the_budget() -> None:
         written = vectors(len(added) + len(rewritten))
         for cid in removed:
             del block[cid]
-        block.update(zip(added + rewritten, written))
+        block.update(zip(added + rewritten, written, strict=True))
         gens[scope] += 1
         loaded_before = set(cache._blocks)
         cache.apply(scope, gens[scope], removed=removed, ids=added + rewritten, vectors=written)
@@ -335,7 +335,7 @@ def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
             vectors = np.vstack([unit_vectors(1, seed=int(cid[1:]) * 1000 + step + 10) for cid in ids]
                                 or [np.zeros((0, DIM), dtype=np.float32)])
             block.upsert(ids, vectors)
-            truth.update(zip(ids, vectors))
+            truth.update(zip(ids, vectors, strict=True))
         else:
             block.remove(ids)
             for cid in ids:

@@ -435,9 +435,9 @@ def test_entry_point_must_be_a_plugin_of_that_name(
     ]
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: entries)
 
-    with pytest.raises(PluginError, match="plugin 'number': .* is not a Plugin subclass"):
+    with pytest.raises(PluginError, match=r"plugin 'number': .* is not a Plugin subclass"):
         PluginRegistry.load(["number"], builtins={})
-    with pytest.raises(PluginError, match="plugin 'renamed': .* is named 'echo'"):
+    with pytest.raises(PluginError, match=r"plugin 'renamed': .* is named 'echo'"):
         PluginRegistry.load(["renamed"], builtins={})
 
 
@@ -459,7 +459,7 @@ def test_a_name_defined_twice_is_an_error_when_enabled(tmp_path: Path, write_mod
     builtins = {"echo": f"{module}:EchoPlugin"}
 
     assert PluginRegistry.load([], dirs=[tmp_path], builtins=builtins).plugins == []
-    with pytest.raises(PluginError, match="plugin 'echo' is defined more than once .*echo_copy.py.*rename one"):
+    with pytest.raises(PluginError, match=r"plugin 'echo' is defined more than once .*echo_copy.py.*rename one"):
         PluginRegistry.load(["echo"], dirs=[tmp_path], builtins=builtins)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from support.files import write
 
-from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding, make_embedder
+from memory import EmbeddingError, HashEmbedding, make_embedder
 from memory.config import EmbeddingSettings
 
 
