@@ -19,6 +19,7 @@ from memory.conversations import ConversationStore
 from memory.dream import DeepDream, DreamResult
 from memory.flush import Flusher
 from memory.knowledge import KnowledgeService
+from memory.portability import Portability
 
 from .agent import Agent
 from .config import AppConfig
@@ -97,6 +98,13 @@ class Services:
     @cached_property
     def dreamer(self) -> DeepDream:
         return DeepDream(self.memory, self.config.memory.dream)
+
+    @cached_property
+    def portability(self) -> Portability:
+        """Export and import of whole scopes (``membridge memory export|import``, ``/memory export``)."""
+        from . import installed_version
+
+        return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
 
     async def _complete(self, messages: Sequence[Message]) -> str:
         return (await self.llm.complete(messages)).content

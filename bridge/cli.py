@@ -14,7 +14,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,10 +78,19 @@ def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
 
 def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
     """Sync, then fill the substring (trigram) index that a sync leaves to a background thread."""
+    with stderr_progress() as progress:
+        report = services.memory.sync(scope, progress=progress)
+        services.memory.finish_indexing(progress)
+    return report
+
+
+@contextmanager
+def stderr_progress() -> Iterator[Callable[[str, int, int], None] | None]:
+    """A progress callback ``(stage, done, total)`` drawing bars on stderr, or None when stderr is
+    not a terminal (a pipe or a log gets no bars). A total of 0 means "not known"."""
     if not sys.stderr.isatty():
-        report = services.memory.sync(scope)
-        services.memory.finish_indexing()
-        return report
+        yield None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -89,15 +99,14 @@ def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(_STAGES[stage], total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = bar.add_task(_STAGES.get(stage, stage), total=total or None)
+            bar.update(tasks[stage], completed=done, total=total or None)
 
-        report = services.memory.sync(scope, progress=progress)
-        services.memory.finish_indexing(progress)
-        return report
+        yield progress
 
 
-_STAGES = {"scan": "scanning", "embed": "embedding", "write": "writing", "trigram": "substring index"}
+_STAGES = {"scan": "scanning", "embed": "embedding", "write": "writing", "trigram": "substring index",
+           "export": "exporting", "unpack": "unpacking", "restore": "restoring messages"}
 
 
 def cmd_memory_search(services: Services, args: argparse.Namespace) -> int:
@@ -347,13 +356,9 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from . import installed_version
 
-        try:
-            number = version("membridge")
-        except PackageNotFoundError:
-            number = "unknown (not installed)"
-        print(f"membridge {number}")
+        print(f"membridge {installed_version()}")
         parser.exit()
 
 
@@ -448,6 +453,14 @@ def build_parser() -> argparse.ArgumentParser:
                  details="The restore is itself a new version; when MEMORY.md already equals that version, nothing\n"
                          "is written and no version is recorded.")
     revert.add_argument("version", nargs="?", type=_positive, default=None)
+    from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
+
+    export = add(memory, "export", cmd_memory_export, "write a scope's whole memory to a zip",
+                 example="membridge memory export --scope telegram-42 --out telegram-42.zip", details=EXPORT_DETAILS)
+    export.add_argument("--out", required=True, metavar="FILE.zip", help="where to write the zip")
+    restore = add(memory, "import", cmd_memory_import, "restore an export zip into an empty scope",
+                  example="membridge memory import telegram-42.zip --scope telegram-42", details=IMPORT_DETAILS)
+    restore.add_argument("file", metavar="FILE.zip", help="a zip made by membridge memory export")
 
     knowledge = group("knowledge", "the shared knowledge base")
     k_list = add(knowledge, "list", cmd_knowledge_list, "list knowledge pages", scope=False,

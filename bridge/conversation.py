@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 
 from memory.conversations import ConversationStore, FlushJob
+from memory.conversations import session_id as store_session_id
 
 from .config import ContextSettings
 from .context import trim_point
@@ -26,8 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def session_key(scope: str, chat_key: str) -> str:
-    """The session of a chat in a scope (scope names never contain ``|``)."""
-    return f"{scope}|{chat_key}"
+    """The session of a chat in a scope (the store's own key form: an export renames it by scope)."""
+    return store_session_id(scope, chat_key)
 
 
 class Sessions:

@@ -123,10 +123,18 @@ class Bridge:
                 ctx.reply = await self.services.agent.handle(message)
         if ctx.reply is None:
             return None
-        await self.plugins.dispatch(Event.DECORATE, ctx)
-        await self.plugins.dispatch(Event.SEND, ctx)
-        if ctx.reply is not None:
-            await channel.send(ctx.reply, message)
+        made = ctx.reply.file
+        try:
+            await self.plugins.dispatch(Event.DECORATE, ctx)
+            await self.plugins.dispatch(Event.SEND, ctx)
+            if ctx.reply is not None:
+                await channel.send(ctx.reply, message)
+                if ctx.reply.file is not None:
+                    await channel.send_file(ctx.reply.file, message)
+        finally:
+            for file in {made, ctx.reply.file if ctx.reply else None}:
+                if file is not None and file.temporary:
+                    file.path.unlink(missing_ok=True)
         return ctx.reply
 
     async def _send_quietly(self, channel: Channel, reply: Reply, message: IncomingMessage) -> None:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .base import Channel, ChatType, IncomingMessage, MessageHandler, Reply, split_message
+from .base import Channel, ChatType, IncomingMessage, MessageHandler, OutgoingFile, Reply, split_message
 
-__all__ = ["Channel", "ChatType", "IncomingMessage", "MessageHandler", "Reply", "split_message"]
+__all__ = ["Channel", "ChatType", "IncomingMessage", "MessageHandler", "OutgoingFile", "Reply", "split_message"]

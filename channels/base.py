@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 ChatType = Literal["direct", "group"]
@@ -50,13 +51,29 @@ class IncomingMessage:
 
 
 @dataclass(frozen=True)
+class OutgoingFile:
+    """A file the bot sends as a document: ``path`` on this machine, shown to the person as ``name``.
+
+    ``temporary`` files were made for this one reply; the bridge deletes them once the reply is
+    sent (or could not be).
+    """
+
+    path: Path
+    name: str
+    mime_type: str = "application/octet-stream"
+    temporary: bool = False
+
+
+@dataclass(frozen=True)
 class Reply:
-    """What the bot answers. ``text`` is Markdown unless ``markdown`` is False."""
+    """What the bot answers. ``text`` is Markdown unless ``markdown`` is False; ``file``, if any,
+    follows the text as a document."""
 
     text: str
     thread_id: str | None = None
     reply_to: str | None = None
     markdown: bool = True
+    file: OutgoingFile | None = None
 
 
 MessageHandler = Callable[[IncomingMessage], Awaitable[None]]
@@ -88,6 +105,11 @@ class Channel(ABC):
     async def send(self, reply: Reply, to: IncomingMessage) -> None:
         """Deliver ``reply`` in the chat (and thread) of ``to``, split to the platform's limit."""
 
+    @abstractmethod
+    async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
+        """Deliver ``file`` as a document in the chat (and thread) of ``to``. A file over the
+        platform's size limit is not sent: the chat gets a message saying so instead."""
+
     def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
         """Shown while a turn runs (a typing action, a placeholder); nothing by default."""
         return nullcontext()
@@ -99,6 +121,15 @@ class Channel(ABC):
     async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:  # noqa: B027 - optional
         """Show the bot's chat commands, ``(name, description)``, in the platform's command menu
         where it has one that a bot can set (Telegram); nothing by default."""
+
+
+def oversize_notice(file: OutgoingFile, limit_bytes: int, platform: str) -> str | None:
+    """What to say instead of sending ``file`` when it is over ``platform``'s limit, else None."""
+    size = file.path.stat().st_size
+    if size <= limit_bytes:
+        return None
+    return (f"{file.name} is {size / 1e6:.1f} MB, over the {limit_bytes / 1e6:.0f} MB {platform} lets a bot "
+            "send, so it was not sent here.")
 
 
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")

@@ -41,7 +41,16 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from .base import Channel, ChatType, IncomingMessage, MessageHandler, Reply, split_message
+from .base import (
+    Channel,
+    ChatType,
+    IncomingMessage,
+    MessageHandler,
+    OutgoingFile,
+    Reply,
+    oversize_notice,
+    split_message,
+)
 
 __all__ = ["SlackChannel", "markdown_to_mrkdwn"]
 
@@ -55,6 +64,8 @@ _DEDUPE_MEMORY = 2000
 #: Placeholders whose answer never came are forgotten after this many newer ones.
 _PLACEHOLDER_MEMORY = 256
 _RATE_LIMIT_RETRIES = 3
+#: The largest file Slack takes in one upload (slack_sdk refuses bigger ones itself).
+MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
 _SOCKET_CONNECT_TIMEOUT_S = 30.0
 
 
@@ -379,6 +390,18 @@ class SlackChannel(Channel):
                 await self._client.chat_update(channel=to.chat_id, ts=placeholder, text=part)
             else:
                 await self._client.chat_postMessage(channel=to.chat_id, text=part, thread_ts=thread_ts)
+
+    async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
+        """Upload ``file`` into ``to``'s conversation (and thread) with Slack's v2 flow, through
+        slack_sdk's ``files_upload_v2``: files.getUploadURLExternal, the upload, then
+        files.completeUploadExternal, which shares it. Needs the ``files:write`` scope."""
+        notice = oversize_notice(file, MAX_UPLOAD_BYTES, "Slack")
+        if notice is not None:
+            await self.send(Reply(notice, markdown=False), to)
+            return
+        data = await asyncio.to_thread(file.path.read_bytes)
+        await self._client.files_upload_v2(channel=to.chat_id, file=data, filename=file.name, title=file.name,
+                                           thread_ts=to.thread_id or _reply_thread(to.raw))
 
     async def _respond(self, parts: list[str], to: IncomingMessage) -> bool:
         url = to.raw.get("response_url") if isinstance(to.raw, dict) else None

@@ -46,7 +46,7 @@ from telegram.error import BadRequest, RetryAfter
 from telegram.ext import Application, ApplicationBuilder, TypeHandler, filters
 from telegram.warnings import PTBDeprecationWarning
 
-from .base import Channel, IncomingMessage, MessageHandler, Reply, split_message
+from .base import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply, oversize_notice, split_message
 
 __all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
 
@@ -58,6 +58,9 @@ NON_TEXT_NOTE = "I can only read text messages for now."
 _ALLOWED_UPDATES = [UpdateType.MESSAGE]
 #: How many update ids are remembered to drop Telegram's re-deliveries.
 _RECENT_UPDATES = 2048
+#: The largest file the Bot API lets a bot send (multipart upload).
+MAX_UPLOAD_BYTES = 50 * 1000 * 1000
+_UPLOAD_TIMEOUT_S = 120.0
 
 T = TypeVar("T")
 Job = Callable[[], Awaitable[Any]]
@@ -198,6 +201,18 @@ class TelegramChannel(Channel):
             call = partial(bot.send_message, reply_parameters=replying, **target)
             await self._put_text(call, part, reply.markdown)
             replying = None  # only the first part answers the message
+
+    async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
+        """``sendDocument`` in ``to``'s chat (and topic); over the Bot API's 50 MB, a note instead."""
+        notice = oversize_notice(file, MAX_UPLOAD_BYTES, "Telegram")
+        if notice is not None:
+            await self.send(Reply(notice, markdown=False), to)
+            return
+        data = await asyncio.to_thread(file.path.read_bytes)  # PTB would read it on the event loop
+        await self._retrying(
+            self._require_bot().send_document, chat_id=int(to.chat_id), document=data, filename=file.name,
+            message_thread_id=_int_or_none(to.thread_id), write_timeout=_UPLOAD_TIMEOUT_S,
+        )
 
     async def edit(
         self, to: IncomingMessage, message_id: str, text: str, *, markdown: bool = True

@@ -13,13 +13,15 @@ whole: the chat says what happened and how to send long text (piped input has no
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
-from .base import Channel, IncomingMessage, MessageHandler, Reply
+from .base import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
 
 #: The most bytes of one line a terminal in canonical mode delivers (Linux: N_TTY_BUF_SIZE - 1).
 TTY_LINE_BYTES = 4095
@@ -39,8 +41,11 @@ class TerminalChannel(Channel):
         stdout: TextIO | None = None,
         on_close: Callable[[], None] | None = None,
         banner: str | None = None,
+        files_dir: Path | None = None,
     ) -> None:
+        """``files_dir`` is where files the bot sends are saved (default: the current folder)."""
         self.user = user
+        self._files_dir = files_dir
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._on_close = on_close or (lambda: None)
@@ -66,6 +71,11 @@ class TerminalChannel(Channel):
         text = reply.text.rstrip()
         self._write(f"bot> {text}\n\n" if self._interactive else f"{text}\n")
         self._prompt()
+
+    async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
+        """Save a copy in ``files_dir`` under the file's name (``name-1.zip``… when taken) and say where."""
+        saved = await asyncio.to_thread(_save_copy, file, self._files_dir or Path.cwd())
+        await self.send(Reply(f"saved {file.name} as {saved}", markdown=False), to)
 
     def say(self, text: str) -> None:
         """A notice from the application itself (not a reply to a message)."""
@@ -131,3 +141,17 @@ class TerminalChannel(Channel):
         self._stdout.write(text)
         self._stdout.flush()
 
+
+
+def _save_copy(file: OutgoingFile, folder: Path) -> Path:
+    """Copy ``file`` into ``folder`` under a name no file has yet (never overwrites)."""
+    stem, suffix = Path(file.name).stem, Path(file.name).suffix
+    for number in range(1000):
+        target = folder / (file.name if number == 0 else f"{stem}-{number}{suffix}")
+        try:
+            with open(target, "xb") as out, open(file.path, "rb") as source:
+                shutil.copyfileobj(source, out)
+        except FileExistsError:
+            continue
+        return target.absolute()
+    raise FileExistsError(f"{folder} already has {file.name} and 999 numbered copies of it")

@@ -21,8 +21,9 @@ import difflib
 import hashlib
 import logging
 import re
+import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -150,12 +151,22 @@ class MemoryFile:
 
     def _record(self, scope: str, data: bytes, cause: str) -> int:
         with self.manager.db.transaction() as conn:
-            cursor = conn.execute(
-                "INSERT INTO memory_versions (scope, created_at, cause, entries, sha256, content) VALUES (?, ?, ?, ?, ?, ?)",
-                (scope, time.time(), cause, count_entries(data.decode("utf-8", "replace")),
-                 hashlib.sha256(data).hexdigest(), data),
-            )
-            return int(cursor.lastrowid or 0)
+            return _insert_version(conn, scope, time.time(), cause, data)
+
+    def history(self, scope: str) -> Iterator[tuple[Version, bytes]]:
+        """Every version of ``scope`` with its bytes, oldest first (what an export carries)."""
+        for version in reversed(self.versions(scope)):
+            yield version, self.content(scope, version.id)
+
+    @staticmethod
+    def restore_versions(conn: sqlite3.Connection, scope: str, versions: Iterable[tuple[float, str, bytes]]) -> int:
+        """Record exported versions ``(created_at, cause, content)``, oldest first, in the caller's
+        transaction (an import); returns how many."""
+        count = 0
+        for created_at, cause, data in versions:
+            _insert_version(conn, scope, created_at, cause, data)
+            count += 1
+        return count
 
     def version_count(self) -> int:
         """Versions kept, over every scope."""
@@ -228,6 +239,14 @@ class MemoryFile:
             kept = [line for line in lines if not (_ENTRY_RE.match(line) and needle in line.lower())]
             version = self.write(scope, "".join(kept).encode("utf-8"), f"forget {text.strip()[:60]!r}")
         return removed, version
+
+
+def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cause: str, data: bytes) -> int:
+    cursor = conn.execute(
+        "INSERT INTO memory_versions (scope, created_at, cause, entries, sha256, content) VALUES (?, ?, ?, ?, ?, ?)",
+        (scope, created_at, cause, count_entries(data.decode("utf-8", "replace")), hashlib.sha256(data).hexdigest(), data),
+    )
+    return int(cursor.lastrowid or 0)
 
 
 class DeepDream:

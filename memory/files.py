@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
 def read_text(path: Path) -> str:
@@ -44,11 +47,19 @@ def append_text(target: Path, text: str) -> None:
 
 def atomic_write(target: Path, data: bytes) -> None:
     """Write via a hidden temp file in the same folder (``.<name>.*.tmp``), fsync, rename."""
+    with atomic_file(target) as handle:
+        handle.write(data)
+
+
+@contextmanager
+def atomic_file(target: Path) -> Iterator[BinaryIO]:
+    """A handle on a hidden temp file beside ``target`` that becomes ``target`` (fsync, rename) when
+    the block ends without error; on an error, or a crash, ``target`` is untouched."""
     make_folders(target.parent)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(fd, "w+b") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)

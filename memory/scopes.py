@@ -68,6 +68,11 @@ class Workspace:
         return self.root / KNOWLEDGE_DIR
 
     @property
+    def exports_dir(self) -> Path:
+        """Hidden: a chat's export waits here until it is sent, then it is deleted."""
+        return self.root / ".exports"
+
+    @property
     def scopes_dir(self) -> Path:
         return self.root / "scopes"
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from dataclasses import replace
+from datetime import date, datetime
 from typing import Protocol
 
-from channels.base import Reply
+from channels.base import OutgoingFile, Reply
 from memory import MemoryManager
 from memory.conversations import ConversationStore
 from memory.dream import DeepDream, DreamResult
 from memory.knowledge import KnowledgeService
+from memory.portability import Portability, PortabilityError
 
 from ..base import Action, EventContext, Plugin
 
@@ -30,11 +32,16 @@ HELP = """Commands:
 /memory history: MEMORY.md versions
 /memory revert [VERSION]: restore a version (admins)
 /memory forget TEXT: remove entries containing TEXT
+/memory export: all I remember about you, as a zip file (direct messages only)
 /clear: start a fresh conversation (history stays saved)
 /knowledge list | /knowledge search QUERY
 /help: this list"""
 
-MEMORY_USAGE = "Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget TEXT"
+MEMORY_USAGE = "Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget TEXT | export"
+_EXPORT_KINDS = (("memory_md", "MEMORY.md"), ("versions", "MEMORY.md versions"), ("daily_files", "daily files"),
+                 ("dream_diaries", "dream diaries"), ("other_files", "other files"), ("messages", "messages"))
+EXPORT_IN_GROUP = ("I only send an export in a direct message: it holds everything I remember about you, and "
+                   "everyone here would get it. Write to me privately and send /memory export there.")
 
 
 class CommandHost(Protocol):
@@ -44,13 +51,14 @@ class CommandHost(Protocol):
     conversations: ConversationStore
     dreamer: DeepDream
     knowledge: KnowledgeService
+    portability: Portability
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult: ...
 
     async def clear_context(self, scope: str, chat_key: str) -> None: ...
 
 
-Handler = Callable[[EventContext, str], Awaitable[str]]
+Handler = Callable[[EventContext, str], Awaitable[str | Reply]]
 
 
 class CommandsPlugin(Plugin):
@@ -58,7 +66,7 @@ class CommandsPlugin(Plugin):
     priority = 100
     description = "Chat commands for memory and knowledge (/help lists them)."
     commands = (
-        ("memory", "show, search, dream, history, revert or forget what I remember"),
+        ("memory", "show, search, dream, history, revert, forget or export what I remember"),
         ("knowledge", "list or search the shared knowledge base"),
         ("clear", "start a fresh conversation (the history stays on disk)"),
         ("help", "the commands"),
@@ -71,7 +79,7 @@ class CommandsPlugin(Plugin):
         command, _, rest = text[1:].partition(" ")
         handler = self._commands().get(command.lower())
         answer = await handler(ctx, rest.strip()) if handler else f"Unknown command /{command}. /help lists what I can do."
-        ctx.reply = Reply(answer, thread_id=ctx.message.thread_id, reply_to=ctx.message.message_id)
+        ctx.reply = answer if isinstance(answer, Reply) else _answer(ctx, answer)
         return Action.BREAK_PASS
 
     def _commands(self) -> dict[str, Handler]:
@@ -87,11 +95,11 @@ class CommandsPlugin(Plugin):
         return "Context cleared: I start fresh here. Your history and memory are kept."
 
     # ----------------------------------------------------------------- /memory
-    async def _memory(self, ctx: EventContext, rest: str) -> str:
+    async def _memory(self, ctx: EventContext, rest: str) -> str | Reply:
         sub, _, arg = rest.partition(" ")
         handlers: dict[str, Handler] = {
             "show": self._show, "search": self._search, "dream": self._dream, "history": self._history,
-            "revert": self._revert, "forget": self._forget,
+            "revert": self._revert, "forget": self._forget, "export": self._export,
         }
         handler = handlers.get(sub.lower())
         return await handler(ctx, arg.strip()) if handler else MEMORY_USAGE
@@ -164,6 +172,22 @@ class CommandsPlugin(Plugin):
             return f"No memory entry contains “{arg}”."
         return f"Forgot {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} (v{version}):\n" + "\n".join(removed)
 
+    async def _export(self, ctx: EventContext, arg: str) -> str | Reply:
+        """The sender's own scope as a zip document, in a direct chat only (a group would see it)."""
+        if ctx.message.chat_type != "direct":
+            return EXPORT_IN_GROUP
+        host: CommandHost = ctx.host
+        try:
+            report = await asyncio.to_thread(host.portability.export_to_outbox, ctx.scope)
+        except PortabilityError:
+            return "I have nothing stored for you yet, so there is nothing to export."
+        held = ", ".join(f"{report.counts[kind]} {label}" for kind, label in _EXPORT_KINDS if report.counts[kind])
+        text = (f"Here is everything I remember about you ({held}). Keep it private; an operator can restore it "
+                "with `membridge memory import`.")
+        file = OutgoingFile(report.path, f"membridge-{ctx.scope}-{date.today():%Y-%m-%d}.zip", "application/zip",
+                            temporary=True)
+        return replace(_answer(ctx, text), file=file)
+
     # -------------------------------------------------------------- /knowledge
     async def _knowledge(self, ctx: EventContext, rest: str) -> str:
         sub, _, arg = rest.partition(" ")
@@ -180,6 +204,10 @@ class CommandsPlugin(Plugin):
                 return f"No knowledge page matches “{arg.strip()}”."
             return "\n".join(f"{r.path}:{r.start_line}\n{_quote(r.text)}" for r in hits)
         return "Usage: /knowledge list | /knowledge search QUERY"
+
+
+def _answer(ctx: EventContext, text: str) -> Reply:
+    return Reply(text, thread_id=ctx.message.thread_id, reply_to=ctx.message.message_id)
 
 
 def _quote(text: str, limit: int = 300) -> str:

@@ -13,31 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def config_file(tmp_path: Path):
-    def make(llm_url: str = "http://127.0.0.1:9/v1", **extra: object) -> Path:
-        data = {"workspace": str(tmp_path / "ws"), "embedding": {"provider": "none"},
-                "llm": {"base_url": llm_url, "api_key": "test-key", "max_retries": 0, "timeout_s": 5},
-                "channels": {"terminal": {"user": "alice"}}, **extra}
-        path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(data), encoding="utf-8")
-        return path
-
-    return make
-
-
-async def membridge(config: Path | None, *args: str, cwd: Path = ROOT,
-                    env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    command = [sys.executable, "-m", "bridge"] + (["--config", str(config)] if config else []) + list(args)
-    process = await asyncio.create_subprocess_exec(*command, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    return process.returncode or 0, out.decode(), err.decode()
+from support.cli import ROOT, membridge
 
 
 async def test_add_then_search_as_json(config_file) -> None:

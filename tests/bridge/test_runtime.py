@@ -191,3 +191,29 @@ async def test_start_loads_the_vectors_of_recently_active_chats(tmp_path, fake_l
         assert list(services.memory._vector_cache._blocks) == ["telegram-42"]  # knowledge is empty here
     finally:
         await bridge.shutdown()
+
+
+async def test_an_exported_zip_is_deleted_after_sending_even_when_the_upload_fails(bot, fake_llm) -> None:
+    bridge, channel = await bot()
+    bridge.services.memory.append_daily("telegram-7", "- a note to take away")
+    await channel.push(dm("/memory export", user="7"))
+    [(reply, _)] = await channel.wait_sent(1)
+    [(name, data, to)] = channel.files
+    assert reply.file is not None and reply.file.name == name and data.startswith(b"PK") and to.user_id == "7"
+    assert list(bridge.services.workspace.exports_dir.iterdir()) == []
+
+    async def refuse(file: object, to: object) -> None:
+        raise ConnectionError("upload refused")
+
+    channel.send_file = refuse  # type: ignore[method-assign]
+    await channel.push(dm("/memory export", user="7"))
+    sent = await channel.wait_sent(3)
+    assert sent[2][0].text == "Sorry, something went wrong with that message."
+    assert list(bridge.services.workspace.exports_dir.iterdir()) == []
+
+
+async def test_an_export_of_a_scope_with_nothing_in_it_says_so(bot, fake_llm) -> None:
+    _, channel = await bot()
+    await channel.push(dm("/memory export", user="8"))
+    [(reply, _)] = await channel.wait_sent(1)
+    assert reply.text == "I have nothing stored for you yet, so there is nothing to export." and reply.file is None

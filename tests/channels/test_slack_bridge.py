@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import urllib.parse
+import zipfile
 from datetime import datetime
 from typing import Any
 
@@ -101,12 +103,17 @@ async def test_memory_show_in_a_dm_between_two_people_never_shows_the_callers_me
     """Alice types /memory show in her DM with Bob: Bob must not see her MEMORY.md, nor may it be used."""
     slack, _llm, channel, services = world
     write_memory(services, f"slack-{TEAM_ID}-U0ALICE", "- Alice's bank PIN hint: blue whale\n")
-    fields = slash_command("/memory", "show", channel_id="D0ALICEBOB", user_id="U0ALICE",
-                           response_url=slack.response_url())
-    assert await post_command(channel, fields) == 200
-    [response] = await slack.wait_responses(1, timeout=10)
+    response = await memory_command(slack, channel, "show", "D0ALICEBOB")
     assert "blue whale" not in response["text"] and response["response_type"] == "ephemeral"
     assert slack.posted == []
+
+
+async def memory_command(slack: FakeSlack, channel: SlackChannel, text: str, channel_id: str) -> dict[str, Any]:
+    """Alice types ``/memory TEXT`` in ``channel_id``; the answer posted to the command's response_url."""
+    fields = slash_command("/memory", text, channel_id=channel_id, user_id="U0ALICE", response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    [response] = await slack.wait_responses(1, timeout=10)
+    return response
 
 
 def write_memory(services: Any, scope: str, text: str) -> None:
@@ -129,3 +136,32 @@ async def test_a_mention_is_answered_in_its_thread_with_the_channels_scope(world
     prompt = llm.requests[0]["messages"][0]["content"]
     assert "123k" not in prompt and llm.requests[0]["messages"][-1]["content"] == "hi all"
     assert [s.scope for s in services.conversations.sessions_active_since(0)] == [f"slack-{TEAM_ID}-chat-C0ROOM"]
+
+
+async def test_memory_export_in_the_bots_dm_uploads_the_zip_with_the_v2_flow(world) -> None:
+    slack, llm, channel, services = world
+    scope = f"slack-{TEAM_ID}-U0ALICE"
+    write_memory(services, scope, "- Alice's favourite editor is Helix\n")
+    services.memory.append_daily(scope, "- Alice booked the Kyoto trip")
+    fields = slash_command("/memory", "export", channel_id="D0ALICE", user_id="U0ALICE",
+                           response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    [shared] = await slack.wait_files(1, timeout=20)
+    [response] = await slack.wait_responses(1)
+    assert "everything I remember about you" in response["text"] and response["response_type"] == "in_channel"
+    assert shared["channel"] == "D0ALICE" and shared["filename"] == shared["title"]
+    assert shared["filename"].startswith(f"membridge-{scope}-") and shared["filename"].endswith(".zip")
+    methods = [call["method"] for call in slack.calls]
+    assert methods.index("files.getUploadURLExternal") < methods.index("files.completeUploadExternal")
+    with zipfile.ZipFile(io.BytesIO(shared["data"])) as archive:
+        assert archive.read("MEMORY.md") == b"- Alice's favourite editor is Helix\n"
+        assert json.loads(archive.read("manifest.json"))["scope"] == scope
+    assert llm.requests == []
+
+
+async def test_memory_export_in_a_channel_is_refused_and_uploads_nothing(world) -> None:
+    slack, _llm, channel, services = world
+    write_memory(services, f"slack-{TEAM_ID}-U0ALICE", "- Alice's bank PIN hint: blue whale\n")
+    response = await memory_command(slack, channel, "export", "C0ROOM")
+    assert "only send an export in a direct message" in response["text"]
+    assert slack.files == [] and not any(call["method"].startswith("files.") for call in slack.calls)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import re
+import zipfile
 from datetime import datetime
 
 import pytest
@@ -77,3 +81,53 @@ async def test_starting_the_bot_publishes_the_commands_menu(world) -> None:
     telegram = world[0]
     assert [command["command"] for command in telegram.commands] == ["memory", "knowledge", "clear", "help"]
     assert all(command["description"] for command in telegram.commands)
+
+
+def _zip_members(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+async def test_memory_export_in_a_dm_sends_the_zip_as_a_document(world) -> None:
+    telegram, llm, services = world
+    services.memory.append_daily("telegram-501", "- Maya's locker is number 318")
+    services.dreamer.memory_file.write("telegram-501", b"- Maya plays the oboe\n", "dream")
+    services.memory.append_daily("telegram-502", "- someone else's secret")
+    telegram.push_text(501, 501, "/memory export")
+    [document] = await telegram.wait_documents(1, timeout=20)
+    [sent] = await telegram.wait_sent(1)
+    assert document["chat_id"] == 501 and document["content_type"] == "application/zip"
+    assert re.fullmatch(r"membridge-telegram-501-\d{4}-\d{2}-\d{2}\.zip", document["filename"])
+    members = _zip_members(document["data"])
+    manifest = json.loads(members.pop("manifest.json"))
+    assert manifest["scope"] == "telegram-501" and manifest["counts"]["versions"] == 1
+    daily = services.workspace.daily_dir("telegram-501")
+    [name] = [n for n in members if n.startswith("memory/")]
+    assert members[name] == (daily / name.removeprefix("memory/")).read_bytes()
+    assert members["MEMORY.md"] == b"- Maya plays the oboe\n"
+    assert not any(b"someone else" in data for data in members.values())
+    assert "everything I remember about you" in sent["visible"] and not llm.requests
+    outbox = services.workspace.exports_dir  # the temporary zip goes once the upload is answered
+    await telegram.wait_until(lambda: not any(outbox.iterdir()), what="the sent export's deletion")
+
+
+async def test_memory_export_in_a_group_refuses_and_sends_nothing(world) -> None:
+    telegram, _llm, services = world
+    services.memory.append_daily("telegram-chat--100200", "- the group's plans")
+    telegram.push_text(-100200, 501, "/memory export", chat_type="supergroup")
+    [sent] = await telegram.wait_sent(1)
+    assert "only send an export in a direct message" in sent["visible"]
+    assert telegram.documents == [] and not services.workspace.exports_dir.exists()
+
+
+async def test_an_export_over_telegrams_limit_is_explained_not_sent(world, monkeypatch) -> None:
+    telegram, _llm, services = world
+    monkeypatch.setattr("channels.telegram.MAX_UPLOAD_BYTES", 100)
+    services.memory.append_daily("telegram-501", "- a note")
+    telegram.push_text(501, 501, "/memory export")
+    sent = await telegram.wait_sent(2)
+    assert re.fullmatch(r"membridge-telegram-501-.*\.zip is 0\.0 MB, over the 0 MB Telegram lets a bot send, so it "
+                        r"was not sent here\.", sent[1]["visible"])
+    outbox = services.workspace.exports_dir
+    await telegram.wait_until(lambda: not any(outbox.iterdir()), what="the unsent export's deletion")
+    assert telegram.documents == []

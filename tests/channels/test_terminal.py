@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 
-from channels.base import IncomingMessage
+from channels.base import IncomingMessage, OutgoingFile
 from channels.terminal import CUT_LINE_NOTICE, TerminalChannel
 
 
@@ -39,3 +39,20 @@ async def test_a_line_at_the_terminal_limit_is_refused_with_a_notice() -> None:
 
 def test_describe_names_the_user() -> None:
     assert TerminalChannel("alice", stdin=io.StringIO()).describe() == "terminal: chatting as alice"
+
+
+async def test_a_file_is_saved_beside_earlier_ones_never_over_them_and_the_chat_says_where(tmp_path) -> None:
+    screen, folder = io.StringIO(), tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "export.zip").write_bytes(b"an older export")
+    source = tmp_path / "made.zip"
+    source.write_bytes(b"PK\x03\x04 the new one")
+    channel = TerminalChannel("alice", stdin=io.StringIO(), stdout=screen, files_dir=folder)
+    to = IncomingMessage(channel="terminal", chat_id="alice", chat_type="direct", user_id="alice",
+                         user_name="alice", text="/memory export", message_id="1")
+    for _ in range(2):
+        await channel.send_file(OutgoingFile(source, "export.zip", "application/zip"), to)
+    assert (folder / "export.zip").read_bytes() == b"an older export"
+    assert (folder / "export-1.zip").read_bytes() == (folder / "export-2.zip").read_bytes() == source.read_bytes()
+    assert screen.getvalue().splitlines() == [f"saved export.zip as {folder / 'export-1.zip'}",
+                                              f"saved export.zip as {folder / 'export-2.zip'}"]

@@ -30,6 +30,8 @@ BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 APP_ID = "AFAKE"
 
+_MAX_BODY = 64 << 20  # bytes a request may carry (uploads)
+
 # Methods that take the app-level token instead of the bot token.
 _APP_TOKEN_METHODS = {"apps.connections.open"}
 
@@ -123,6 +125,9 @@ class FakeSlack:
         self.updated: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
         self.responses: list[dict[str, Any]] = []  # what was posted to response_urls
+        #: Files shared by files.completeUploadExternal: channel, thread_ts, filename, title, the bytes.
+        self.files: list[dict[str, Any]] = []
+        self._uploads: dict[str, dict[str, Any]] = {}  # file id -> the upload in progress
         #: The bot's own DMs: channel id -> the person. conversations.info answers
         #: channel_not_found for any other DM (one between two people), as Slack does.
         self.ims: dict[str, str] = {}
@@ -135,8 +140,9 @@ class FakeSlack:
         self._port = 0
 
     async def __aenter__(self) -> FakeSlack:
-        app = web.Application()
+        app = web.Application(client_max_size=_MAX_BODY)
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/socket/{connection}", self._socket)
         app.router.add_post("/response/{token}", self._response)
         self._runner = web.AppRunner(app)
@@ -190,6 +196,11 @@ class FakeSlack:
         """Wait until at least ``n`` response_url posts were accepted; return them all."""
         await self._wait_for(lambda: len(self.responses) >= n, timeout, f"{n} response_url posts")
         return self.responses
+
+    async def wait_files(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` uploaded files were shared; return them all."""
+        await self._wait_for(lambda: len(self.files) >= n, timeout, f"{n} shared files")
+        return self.files
 
     async def wait_acks(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
         """Wait until at least ``n`` Socket Mode envelopes were acknowledged; return the acks."""
@@ -277,6 +288,50 @@ class FakeSlack:
             return {"error": "message_not_found"}
         self.updated.append({"channel": args["channel"], "ts": args["ts"], "text": args.get("text")})
         return {"channel": args["channel"], "ts": args["ts"], "text": args.get("text")}
+
+    # Upload flow v2: reserve a file id and URL, POST the bytes there, complete to share it.
+    def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        filename, length = str(args.get("filename") or ""), str(args.get("length") or "")
+        if not filename or not length.isdigit() or int(length) < 1:
+            return {"error": "invalid_arguments"}
+        file_id = f"F{next(self._ts):08d}"
+        self._uploads[file_id] = {"filename": filename, "length": int(length), "data": None}
+        return {"upload_url": f"http://127.0.0.1:{self._port}/upload/{file_id}", "file_id": file_id}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """The upload URL: the raw bytes (or a multipart form with one file), as files.slack.com takes them."""
+        upload = self._uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="unknown upload")
+        if request.content_type == "multipart/form-data":
+            fields = await request.post()
+            data = next(field.file.read() for field in fields.values() if not isinstance(field, str))
+        else:
+            data = await request.read()
+        upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            listed = json.loads(str(args.get("files") or ""))
+        except ValueError:
+            return {"error": "invalid_arguments"}
+        shared = []
+        for item in listed:
+            upload = self._uploads.get(str(item.get("id")))
+            if upload is None or upload["data"] is None:
+                return {"error": "file_not_found"}
+            if len(upload["data"]) != upload["length"]:
+                return {"error": "file_upload_size_mismatch"}  # Slack's check of the declared length
+        for item in listed:
+            upload = self._uploads.pop(str(item["id"]))
+            record = {"id": item["id"], "channel": args.get("channel_id"), "thread_ts": args.get("thread_ts"),
+                      "initial_comment": args.get("initial_comment"), "filename": upload["filename"],
+                      "title": item.get("title") or upload["filename"], "data": upload["data"]}
+            self.files.append(record)
+            shared.append({"id": item["id"], "name": upload["filename"], "title": record["title"],
+                           "size": len(upload["data"])})
+        return {"files": shared}
 
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"url": f"ws://127.0.0.1:{self._port}/socket/{uuid.uuid4().hex}"}

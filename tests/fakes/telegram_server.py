@@ -40,6 +40,8 @@ TOKEN = "123456:TEST-fake-token"
 BOT_ID = 900_000_001
 BOT_USERNAME = "membridge_bot"
 MAX_TEXT = 4096
+MAX_CAPTION = 1024
+MAX_UPLOAD = 50 * 1000 * 1000  # what a bot may upload through the Bot API
 
 # Form-encoded bodies carry every value as a string; these are turned back into what they were.
 _INT_PARAMS = frozenset(
@@ -291,7 +293,8 @@ async def _read_params(request: web.Request) -> dict[str, Any]:
         form = await request.post()
         for key, value in form.items():
             is_text = isinstance(value, str)
-            params[key] = _decode(key, value) if is_text else {"file": value.filename}
+            params[key] = _decode(key, value) if is_text else {
+                "file": value.filename, "content_type": value.content_type, "data": value.file.read()}
     return params
 
 
@@ -343,11 +346,13 @@ class FakeTelegram:
             "editmessagetext": self._edit_message_text,
             "sendchataction": self._send_chat_action,
             "setmycommands": self._set_my_commands,
+            "senddocument": self._send_document,
         }
+        self.documents: list[dict[str, Any]] = []  # sendDocument uploads, with the bytes received
         self.commands: list[dict[str, str]] | None = None  # the menu set by setMyCommands
 
     async def __aenter__(self) -> FakeTelegram:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_UPLOAD + (1 << 20))
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
@@ -594,6 +599,34 @@ class FakeTelegram:
         )
         self._notify()
         return message
+
+    async def _send_document(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A multipart upload, checked as Telegram does: a document, at most 50 MB, caption ≤ 1024."""
+        chat_id = params.get("chat_id")
+        document = params.get("document")
+        if chat_id is None:
+            raise _ApiError(400, "Bad Request: chat_id is empty")
+        if not isinstance(document, dict):
+            raise _ApiError(400, "Bad Request: there is no document in the request")
+        if len(document["data"]) > MAX_UPLOAD:
+            raise _ApiError(413, "Request Entity Too Large")
+        if len(params.get("caption") or "") > MAX_CAPTION:
+            raise _ApiError(400, "Bad Request: message caption is too long")
+        message = self._bot_message(chat_id, "", [], params.get("message_thread_id"))
+        del message["text"]
+        message["document"] = {"file_id": f"doc{message['message_id']}", "file_unique_id": f"u{message['message_id']}",
+                               "file_name": document["file"], "mime_type": document["content_type"],
+                               "file_size": len(document["data"])}
+        self.documents.append({"chat_id": chat_id, "filename": document["file"], "data": document["data"],
+                               "content_type": document["content_type"], "caption": params.get("caption"),
+                               "message_thread_id": params.get("message_thread_id")})
+        self._notify()
+        return message
+
+    async def wait_documents(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """The first ``n`` documents the bot sent, once there are that many."""
+        await self.wait_until(lambda: len(self.documents) >= n, timeout, f"{n} document(s)")
+        return self.documents[:n]
 
     async def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         key = (params.get("chat_id"), params.get("message_id"))

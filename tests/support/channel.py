@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from channels import Channel, IncomingMessage, MessageHandler, Reply
+from channels import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
 
 
 class RecordingChannel(Channel):
     def __init__(self, name: str = "telegram") -> None:
         self.name = name
         self.sent: list[tuple[Reply, IncomingMessage]] = []
+        self.files: list[tuple[str, bytes, IncomingMessage]] = []  # (name, bytes as sent, to)
         self._handler: MessageHandler | None = None
         self._new = asyncio.Event()
 
@@ -23,6 +24,9 @@ class RecordingChannel(Channel):
     async def send(self, reply: Reply, to: IncomingMessage) -> None:
         self.sent.append((reply, to))
         self._new.set()
+
+    async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
+        self.files.append((file.name, file.path.read_bytes(), to))
 
     async def push(self, message: IncomingMessage) -> None:
         assert self._handler is not None, "channel not started"

@@ -1,0 +1,99 @@
+"""``membridge memory export`` / ``import`` as a user runs them: real subprocesses, real zips."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import zipfile
+from pathlib import Path
+
+from support.cli import ROOT, membridge
+
+from bridge.app import Services
+from bridge.config import load_config
+
+TOKEN = "quokka-ledger-5521"
+
+
+def plant(config: Path) -> None:
+    """Notes, a MEMORY.md with a version, and a conversation in alice's scope (terminal-alice)."""
+    services = Services(load_config(str(config)))
+    try:
+        services.memory.append_daily("terminal-alice", f"- the storage unit code is {TOKEN}")
+        services.dreamer.memory_file.write("terminal-alice", b"- alice keeps bees\n", "dream")
+        store = services.conversations
+        store.ensure_session("terminal-alice|terminal::alice:", "terminal-alice", "terminal")
+        store.append_messages("terminal-alice|terminal::alice:", [{"role": "user", "content": f"code {TOKEN}"}])
+    finally:
+        services.close()
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist() if name != "manifest.json"}
+
+
+async def test_export_import_export_round_trip(config_file, tmp_path: Path) -> None:
+    config = config_file()
+    plant(config)
+    first = tmp_path / "alice.zip"
+    code, out, err = await membridge(config, "memory", "export", "--out", str(first))
+    assert code == 0, err
+    assert out.splitlines()[0] == f"exported scope terminal-alice to {first} ({first.stat().st_size:,} bytes)"
+    assert out.splitlines()[1] == ("  1 memory md, 1 daily files, 0 dream diaries, 0 other files, 1 versions, "
+                                   "1 sessions, 1 messages")
+    code, out, err = await membridge(config, "memory", "import", str(first), "--scope", "alice-copy", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["scope"] == "alice-copy" and report["counts"]["messages"] == 1 and report["chunks_indexed"] == 2
+    code, out, err = await membridge(config, "memory", "search", TOKEN, "--scope", "alice-copy", "--json")
+    assert code == 0 and [hit["scope"] for hit in json.loads(out)] == ["alice-copy"]
+    second = tmp_path / "copy.zip"
+    code, _, err = await membridge(config, "memory", "export", "--scope", "alice-copy", "--out", str(second))
+    assert code == 0, err
+    assert members(first) == members(second)
+
+
+async def test_errors_name_the_bad_input(config_file, tmp_path: Path) -> None:
+    config = config_file()
+    plant(config)
+    code, _, err = await membridge(config, "memory", "export", "--scope", "nobody", "--out", str(tmp_path / "x.zip"))
+    assert code == 1 and "unknown scope 'nobody'" in err and "terminal-alice" in err
+    code, _, err = await membridge(config, "memory", "export", "--out", str(tmp_path / "no" / "x.zip"))
+    assert code == 1 and f"the folder {tmp_path / 'no'} does not exist" in err
+    export = tmp_path / "alice.zip"
+    await membridge(config, "memory", "export", "--out", str(export))
+    code, _, err = await membridge(config, "memory", "import", str(export))
+    assert code == 1 and "--scope NAME" in err
+    code, _, err = await membridge(config, "memory", "import", str(export), "--scope", "terminal-alice")
+    assert code == 1 and "scope 'terminal-alice' is not empty: it has MEMORY.md, 1 file(s) under memory/" in err
+    code, _, err = await membridge(config, "memory", "import", str(tmp_path / "none.zip"), "--scope", "x")
+    assert code == 1 and "none.zip does not exist" in err
+    assert [p.name for p in tmp_path.glob("*.zip")] == ["alice.zip"]
+
+
+async def test_a_killed_export_never_leaves_a_half_zip_under_the_name(config_file, tmp_path: Path) -> None:
+    """SIGKILL while the zip is written (seen by its temp file appearing): no FILE.zip, and the next
+    export cleans the leftover and writes a whole one."""
+    config = config_file()
+    plant(config)
+    daily = tmp_path / "ws" / "scopes" / "terminal-alice" / "memory" / "2026-01-01.md"
+    daily.write_bytes(os.urandom(48 << 20).hex().encode())  # 96 MB: seconds to deflate
+    out = tmp_path / "out" / "alice.zip"
+    out.parent.mkdir()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "--config", str(config), "memory", "export", "--out", str(out), cwd=ROOT,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    while not list(out.parent.glob(".alice.zip.*.tmp")):
+        assert process.returncode is None, "the export ended before its temp file was seen"
+        await asyncio.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
+    assert not out.exists()
+    code, _, err = await membridge(config, "memory", "export", "--out", str(out))
+    assert code == 0, err
+    assert [p.name for p in out.parent.iterdir()] == ["alice.zip"]
+    assert members(out)["memory/2026-01-01.md"] == daily.read_bytes()
