@@ -9,7 +9,8 @@ with no time phrase has no window.
 
 "Last week" and "上周" are the previous calendar week (Monday to Sunday), "last month" the previous
 calendar month; where people are loose the window is generous: "two months ago" covers that
-calendar month, "3 days ago" that day ±1, and a bare month name is its most recent occurrence that
+calendar month and half a month either side of the day two months back (on 3 December: 18
+September to 31 October), "3 days ago" that day ±1, and a bare month name is its most recent occurrence that
 has begun.
 """
 
@@ -125,9 +126,17 @@ def _ago(today: date, amount: int, unit: str) -> tuple[date, date] | None:
     if unit == "week":
         start = _week_start(today - timedelta(weeks=amount))
         return start, start + timedelta(days=6)
-    if unit == "month":
-        return _month_span(*_shift_month(today, -amount))
+    if unit == "month":  # the calendar month, widened to half a month either side of the day itself
+        start, end = _month_span(*_shift_month(today, -amount))
+        day = _same_day_months_back(today, amount)
+        return min(start, day - timedelta(days=15)), min(today, max(end, day + timedelta(days=15)))
     return date(today.year - amount, 1, 1), date(today.year - amount, 12, 31)
+
+
+def _same_day_months_back(today: date, amount: int) -> date:
+    """Today's day of the month, ``amount`` months back (clamped to that month's length)."""
+    year, month = _shift_month(today, -amount)
+    return date(year, month, min(today.day, calendar.monthrange(year, month)[1]))
 
 
 def _relative(today: date, unit: str, step: int) -> tuple[date, date]:
