@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,12 +49,8 @@ async def test_sigterm_during_a_turn_finishes_the_turn_and_exits_0(tmp_path, fak
     assert process.stdin is not None
     process.stdin.write(b"are you there?\n")
     await process.stdin.drain()
-    for _ in range(200):
-        if any(r.get("messages", [{}])[-1].get("content") == "are you there?" for r in fake_llm.requests):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("the turn never reached the LLM")
+    await asyncio.wait_for(fake_llm.wait_for_chat(
+        lambda body: body.get("messages", [{}])[-1].get("content") == "are you there?"), HANG_GUARD_S)
     process.send_signal(signal.SIGTERM)
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()

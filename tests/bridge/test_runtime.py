@@ -6,6 +6,7 @@ import asyncio
 from datetime import datetime
 
 import pytest
+from fakes import HANG_GUARD_S
 from support.bot import dm, group, make_services
 from support.channel import RecordingChannel
 
@@ -184,10 +185,10 @@ async def test_start_loads_the_vectors_of_recently_active_chats(tmp_path, fake_l
     bridge = Bridge(services, [RecordingChannel()], PluginRegistry([CommandsPlugin(None)]))
     await bridge.start(timer=False)
     try:
-        for _ in range(100):
-            if "telegram-42" in services.memory._vector_cache._blocks:
-                break
-            await asyncio.sleep(0.05)
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD_S
+        while "telegram-42" not in services.memory._vector_cache._blocks:  # warmed in the background
+            assert asyncio.get_running_loop().time() < deadline, "the vector cache was never warmed"
+            await asyncio.sleep(0.02)
         assert list(services.memory._vector_cache._blocks) == ["telegram-42"]  # knowledge is empty here
     finally:
         await bridge.shutdown()

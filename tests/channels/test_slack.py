@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fakes import HANG_GUARD_S
 from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign, slash_command
 from slack_sdk.errors import SlackApiError
 
@@ -60,7 +61,7 @@ def recorder() -> Recorder:
 
 async def _running(channel: SlackChannel, recorder: Recorder) -> SlackChannel:
     recorder.channel = channel
-    await asyncio.wait_for(channel.start(recorder), 10)
+    await asyncio.wait_for(channel.start(recorder), HANG_GUARD_S)
     return channel
 
 
@@ -255,7 +256,7 @@ async def test_socket_mode_round_trip_keeps_arrival_order(slack: FakeSlack, reco
 async def test_socket_mode_bad_app_token_fails_start(slack: FakeSlack, recorder: Recorder) -> None:
     channel = SlackChannel(bot_token=BOT_TOKEN, app_token="xapp-wrong", api_url=slack.api_url)
     with pytest.raises(SlackApiError, match="invalid_auth"):
-        await asyncio.wait_for(channel.start(recorder), 5)
+        await asyncio.wait_for(channel.start(recorder), HANG_GUARD_S)
     await channel.stop()
 
 
@@ -286,7 +287,7 @@ def _incoming(event: dict[str, Any], chat_type: ChatType = "direct") -> Incoming
 async def test_rate_limit_is_waited_out(slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", status=429, retry_after=1)
     started = time.monotonic()
-    await asyncio.wait_for(_idle_channel(slack).send(Reply("hello"), _incoming(_dm("hi"))), 10)
+    await asyncio.wait_for(_idle_channel(slack).send(Reply("hello"), _incoming(_dm("hi"))), HANG_GUARD_S)
     assert time.monotonic() - started >= 1
     assert [c["method"] for c in slack.calls].count("chat.postMessage") == 2
     assert [p["text"] for p in slack.posted] == ["hello"]
@@ -294,7 +295,7 @@ async def test_rate_limit_is_waited_out(slack: FakeSlack) -> None:
 
 async def test_long_reply_is_split_in_order(slack: FakeSlack) -> None:
     text = "\n".join(f"line {i:04d} " + "x" * 80 for i in range(100))[:9000]
-    await asyncio.wait_for(_idle_channel(slack).send(Reply(text), _incoming(_dm("long?"))), 10)
+    await asyncio.wait_for(_idle_channel(slack).send(Reply(text), _incoming(_dm("long?"))), HANG_GUARD_S)
     parts = [p["text"] for p in slack.posted]
     assert len(parts) == 3
     assert all(len(part) <= 3900 for part in parts)
@@ -332,7 +333,7 @@ async def test_progress_placeholder_becomes_the_answer(slack: FakeSlack) -> None
     message = _incoming(_mention("<@UBOT> think"), chat_type="group")
     async with channel.working(message):
         (placeholder,) = await slack.wait_posted(1)
-    await asyncio.wait_for(channel.send(Reply("**done**"), message), 5)
+    await asyncio.wait_for(channel.send(Reply("**done**"), message), HANG_GUARD_S)
     assert (placeholder["channel"], placeholder["text"], placeholder["thread_ts"]) == (ROOM, "…", message.message_id)
     assert slack.updated == [{"channel": ROOM, "ts": placeholder["ts"], "text": "*done*"}]
     assert len(slack.posted) == 1

@@ -78,7 +78,7 @@ async def test_memory_dream_as_a_slash_command_in_a_dm(world) -> None:
     fields = slash_command("/memory", "dream", channel_id="D0ALICE", user_id="U0ALICE",
                            response_url=slack.response_url())
     assert await post_command(channel, fields) == 200
-    [response] = await slack.wait_responses(1, timeout=10)
+    [response] = await slack.wait_responses(1)
     assert "Alice lives in Kyoto" in response["text"] and len(llm.requests) == 1
     assert services.workspace.memory_file(scope).read_text() == "- Alice lives in Kyoto\n"
 
@@ -94,7 +94,7 @@ async def test_memory_show_as_a_slash_command_in_a_channel_shows_the_channels_me
     fields = slash_command("/memory", "show", channel_id="C0ROOM", user_id="U0ALICE",
                            response_url=slack.response_url())
     assert await post_command(channel, fields) == 200
-    [response] = await slack.wait_responses(1, timeout=10)
+    [response] = await slack.wait_responses(1)
     assert "ships on Thursdays" in response["text"] and "blue whale" not in response["text"]
     assert response["response_type"] == "ephemeral" and llm.requests == []
 
@@ -112,7 +112,7 @@ async def memory_command(slack: FakeSlack, channel: SlackChannel, text: str, cha
     """Alice types ``/memory TEXT`` in ``channel_id``; the answer posted to the command's response_url."""
     fields = slash_command("/memory", text, channel_id=channel_id, user_id="U0ALICE", response_url=slack.response_url())
     assert await post_command(channel, fields) == 200
-    [response] = await slack.wait_responses(1, timeout=10)
+    [response] = await slack.wait_responses(1)
     return response
 
 
@@ -146,7 +146,7 @@ async def test_memory_export_in_the_bots_dm_uploads_the_zip_with_the_v2_flow(wor
     fields = slash_command("/memory", "export", channel_id="D0ALICE", user_id="U0ALICE",
                            response_url=slack.response_url())
     assert await post_command(channel, fields) == 200
-    [shared] = await slack.wait_files(1, timeout=20)
+    [shared] = await slack.wait_files(1)
     [response] = await slack.wait_responses(1)
     assert "everything I remember about you" in response["text"] and response["response_type"] == "in_channel"
     assert shared["channel"] == "D0ALICE" and shared["filename"] == shared["title"]

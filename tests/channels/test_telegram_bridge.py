@@ -94,7 +94,7 @@ async def test_memory_export_in_a_dm_sends_the_zip_as_a_document(world) -> None:
     services.dreamer.memory_file.write("telegram-501", b"- Maya plays the oboe\n", "dream")
     services.memory.append_daily("telegram-502", "- someone else's secret")
     telegram.push_text(501, 501, "/memory export")
-    [document] = await telegram.wait_documents(1, timeout=20)
+    [document] = await telegram.wait_documents(1)
     [sent] = await telegram.wait_sent(1)
     assert document["chat_id"] == 501 and document["content_type"] == "application/zip"
     assert re.fullmatch(r"membridge-telegram-501-\d{4}-\d{2}-\d{2}\.zip", document["filename"])

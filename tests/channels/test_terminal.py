@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 
+from fakes import HANG_GUARD_S
+
 from channels.base import IncomingMessage, OutgoingFile
 from channels.terminal import CUT_LINE_NOTICE, TerminalChannel
 
@@ -25,7 +27,7 @@ async def chat(lines: str) -> tuple[list[str], str]:
 
     channel = TerminalChannel("alice", stdin=Keyboard(lines), stdout=screen, on_close=closed.set)
     await channel.start(on_message)
-    await asyncio.wait_for(closed.wait(), 10)
+    await asyncio.wait_for(closed.wait(), HANG_GUARD_S)
     await channel.stop()
     return received, screen.getvalue()
 

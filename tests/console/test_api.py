@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
+from fakes import HANG_GUARD_S
 from support.bot import make_services
 
 from bridge.app import Services
@@ -478,7 +479,7 @@ async def test_serve_runs_until_cancelled(tmp_path: Path) -> None:
     started: asyncio.Queue[str] = asyncio.Queue()
     task = asyncio.create_task(serve(services, on_started=started.put_nowait))
     try:
-        url = await asyncio.wait_for(started.get(), 10)
+        url = await asyncio.wait_for(started.get(), HANG_GUARD_S)
         assert url == f"http://127.0.0.1:{port}/"
         async with aiohttp.ClientSession() as session, session.get(f"{url}api/whoami", headers=ADMIN) as response:
             assert await response.json() == {"admin": True}

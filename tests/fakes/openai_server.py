@@ -246,6 +246,7 @@ class FakeOpenAI:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._closing = asyncio.Event()
+        self._arrivals = asyncio.Condition()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -375,6 +376,15 @@ class FakeOpenAI:
             return _error(404, message, code="model_not_found")
         return None
 
+    async def wait_for_chat(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first chat request, already received or still to come, for which ``wanted`` holds.
+
+        Woken by each arriving request, so a test waits on the request itself, not on a clock
+        (the caller bounds it with ``asyncio.wait_for(..., HANG_GUARD_S)``)."""
+        async with self._arrivals:
+            await self._arrivals.wait_for(lambda: any(wanted(body) for body in self.requests))
+        return next(body for body in self.requests if wanted(body))
+
     # ----------------------------------------------------------------- chat
 
     async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
@@ -382,6 +392,8 @@ class FakeOpenAI:
         if isinstance(body, web.Response):
             return body
         self.requests.append(body)
+        async with self._arrivals:
+            self._arrivals.notify_all()
         rejection = self._reject(request, body)
         if rejection is not None:
             return rejection

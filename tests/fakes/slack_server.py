@@ -21,6 +21,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from . import HANG_GUARD_S
+
 __all__ = ["FakeSlack", "event_callback", "sign", "slash_command"]
 
 BOT_TOKEN = "xoxb-fake-bot-token"
@@ -182,33 +184,33 @@ class FakeSlack:
         default_error = "ratelimited" if status == 429 else "internal_error"
         self._failures[method] = _Failure(status, retry_after, error or default_error, times)
 
-    async def wait_posted(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+    async def wait_posted(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` messages were posted; return them all."""
         await self._wait_for(lambda: len(self.posted) >= n, timeout, f"{n} posted messages")
         return self.posted
 
-    async def wait_updated(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+    async def wait_updated(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` chat.update calls succeeded; return them all."""
         await self._wait_for(lambda: len(self.updated) >= n, timeout, f"{n} updated messages")
         return self.updated
 
-    async def wait_responses(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+    async def wait_responses(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` response_url posts were accepted; return them all."""
         await self._wait_for(lambda: len(self.responses) >= n, timeout, f"{n} response_url posts")
         return self.responses
 
-    async def wait_files(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+    async def wait_files(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` uploaded files were shared; return them all."""
         await self._wait_for(lambda: len(self.files) >= n, timeout, f"{n} shared files")
         return self.files
 
-    async def wait_acks(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+    async def wait_acks(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` Socket Mode envelopes were acknowledged; return the acks."""
         await self._wait_for(lambda: len(self.acks) >= n, timeout, f"{n} socket acks")
         return self.acks
 
     async def push_socket_event(
-        self, payload: dict[str, Any], *, retry_attempt: int = 0, timeout: float = 5, kind: str = "events_api"
+        self, payload: dict[str, Any], *, retry_attempt: int = 0, timeout: float = HANG_GUARD_S, kind: str = "events_api"
     ) -> str:
         """Send an envelope (``events_api``, or ``slash_commands`` for a command's fields) to the
         connected client; return its envelope id."""

@@ -24,6 +24,8 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
+from . import HANG_GUARD_S
+
 __all__ = [
     "BOT_ID",
     "BOT_USERNAME",
@@ -483,7 +485,7 @@ class FakeTelegram:
         return {"update_id": update_id, "edited_message" if edited else "message": message}
 
     async def wait_until(
-        self, predicate: Callable[[], bool], timeout: float = 5.0, what: str = "it"
+        self, predicate: Callable[[], bool], timeout: float = HANG_GUARD_S, what: str = "it"
     ) -> None:
         """Return once ``predicate()`` holds; fail the test (not hang it) after ``timeout``."""
         loop = asyncio.get_running_loop()
@@ -498,12 +500,12 @@ class FakeTelegram:
             except TimeoutError:
                 pass
 
-    async def wait_sent(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_sent(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """The first ``n`` messages the bot sent, once there are that many."""
         await self.wait_until(lambda: len(self.sent) >= n, timeout, f"{n} sent message(s)")
         return self.sent[:n]
 
-    async def wait_actions(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_actions(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         await self.wait_until(lambda: len(self.actions) >= n, timeout, f"{n} chat action(s)")
         return self.actions[:n]
 
@@ -623,7 +625,7 @@ class FakeTelegram:
         self._notify()
         return message
 
-    async def wait_documents(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_documents(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """The first ``n`` documents the bot sent, once there are that many."""
         await self.wait_until(lambda: len(self.documents) >= n, timeout, f"{n} document(s)")
         return self.documents[:n]

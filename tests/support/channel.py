@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from fakes import HANG_GUARD_S
+
 from channels import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
 
 
@@ -32,7 +34,7 @@ class RecordingChannel(Channel):
         assert self._handler is not None, "channel not started"
         await self._handler(message)
 
-    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[tuple[Reply, IncomingMessage]]:
+    async def wait_sent(self, count: int, timeout: float = HANG_GUARD_S) -> list[tuple[Reply, IncomingMessage]]:
         async def until() -> None:
             while len(self.sent) < count:
                 self._new.clear()
