@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
     from .config import DreamSettings, EmbeddingSettings, MemorySettings
-    from .embedding import EmbeddingError, EmbeddingProvider, HashEmbedding, LocalEmbedding, OpenAIEmbedding, make_embedder
+    from .embedding import (
+        EmbeddingError,
+        EmbeddingProvider,
+        HashEmbedding,
+        LocalEmbedding,
+        OpenAIEmbedding,
+        make_embedder,
+    )
     from .locks import WorkspaceLock, WorkspaceLockTimeout
     from .manager import MemoryManager, MemoryPathError, SyncReport
     from .retrieval.result import SearchResult
@@ -52,7 +59,33 @@ _HOMES = {
     "VectorBackend": "vectors",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "GLOBAL_SCOPE",
+    "KNOWLEDGE_SCOPE",
+    "Chunk",
+    "Database",
+    "DreamSettings",
+    "EmbeddingError",
+    "EmbeddingProvider",
+    "EmbeddingSettings",
+    "HashEmbedding",
+    "LanceDBBackend",
+    "LocalEmbedding",
+    "MemoryManager",
+    "MemoryPathError",
+    "MemorySettings",
+    "OpenAIEmbedding",
+    "ScopeError",
+    "SearchResult",
+    "SyncReport",
+    "VectorBackend",
+    "Workspace",
+    "WorkspaceLock",
+    "WorkspaceLockTimeout",
+    "chunk_text",
+    "make_embedder",
+    "validate_scope",
+]
 
 
 def __getattr__(name: str) -> Any:
