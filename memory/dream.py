@@ -4,7 +4,8 @@ One LLM call reads MEMORY.md and the last ``lookback_days`` daily files and answ
 ``[MEMORY]`` section (the new MEMORY.md) and a ``[DREAM]`` section (a diary). The output is refused,
 leaving MEMORY.md as it was, when it has no ``[MEMORY]``, more than ``max_entries`` entries, or drops
 more than ``max_loss`` of the old entries. Otherwise MEMORY.md is replaced atomically and every
-state is kept as a version in SQLite, so ``revert`` restores the exact previous bytes.
+state is kept as a version in SQLite, so ``revert`` restores the exact previous bytes. A daily file
+replaced by hand (a console edit) is versioned the same way; the bot's own appends are not.
 
 Dedupe hashes the daily content only (not MEMORY.md, which the dream itself rewrites) and is stored
 in SQLite, so the same input is not dreamt twice, even across a restart.
@@ -26,10 +27,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from .config import DreamSettings
 from .files import append_text, atomic_write
 from .manager import MemoryManager
+from .scopes import MEMORY_FILE
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +43,8 @@ Complete = Callable[[Sequence[dict[str, str]]], Awaitable[str]]
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_versions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, created_at REAL NOT NULL,
-    cause TEXT NOT NULL, entries INTEGER NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL
+    cause TEXT NOT NULL, entries INTEGER NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL,
+    path TEXT NOT NULL DEFAULT 'MEMORY.md'
 );
 CREATE INDEX IF NOT EXISTS memory_versions_scope ON memory_versions (scope, id);
 CREATE TABLE IF NOT EXISTS dream_state (
@@ -63,6 +68,8 @@ diary text"""
 
 _DREAM_ATTEMPTS = 2  # the first pass and one redo over a MEMORY.md that changed meanwhile
 
+#: The files kept with versions, relative to the scope's folder: MEMORY.md and the daily files.
+_VERSIONED_RE = re.compile(r"^(?:MEMORY\.md|memory/\d{4}-\d{2}-\d{2}\.md)$")
 _ENTRY_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
 _SECTION_RE = re.compile(r"^[#*\s]*\[(MEMORY|DREAM)\][*\s:]*$", re.IGNORECASE | re.MULTILINE)
 
@@ -117,44 +124,72 @@ class DreamResult:
         return self.status == "written"
 
 
-def unified_diff(before: str, after: str) -> str:
+def unified_diff(before: str, after: str, file: str = "MEMORY.md") -> str:
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), "MEMORY.md (before)", "MEMORY.md (after)"
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"{file} (before)", f"{file} (after)"
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
+_COLUMNS = "PRAGMA table_info(memory_versions)"
+
+
+def _lacks_path(columns: Sequence[Any]) -> bool:
+    return "path" not in {column[1] for column in columns}
+
+
 class MemoryFile:
-    """MEMORY.md of each scope with its versions: every write is atomic and recorded."""
+    """MEMORY.md of each scope with its versions: every write is atomic and recorded.
+
+    ``file`` (relative to the scope's folder) picks another versioned file, a daily file
+    ``memory/YYYY-MM-DD.md``: its versions are its own, and revert works the same way.
+    """
 
     def __init__(self, manager: MemoryManager) -> None:
         self.manager = manager
         manager.db.execute_script(SCHEMA)
+        self._add_path_column()
 
-    def read(self, scope: str) -> bytes:
-        path = self.manager.workspace.memory_file(scope)
+    def _add_path_column(self) -> None:
+        """Databases from before daily versions have no ``path``: their versions are MEMORY.md's.
+        Checked again inside the write transaction, as another process may be adding it too."""
+        if not _lacks_path(self.manager.db.query(_COLUMNS)):
+            return
+        with self.manager.db.transaction() as conn:
+            if _lacks_path(conn.execute(_COLUMNS).fetchall()):
+                conn.execute("ALTER TABLE memory_versions ADD COLUMN path TEXT NOT NULL DEFAULT 'MEMORY.md'")
+
+    def _path(self, scope: str, file: str) -> Path:
+        if not _VERSIONED_RE.match(file):
+            raise ValueError(f"{file!r} has no versions: only MEMORY.md and memory/YYYY-MM-DD.md do")
+        return self.manager.workspace.scope_dir(scope) / file
+
+    def read(self, scope: str, file: str = MEMORY_FILE) -> bytes:
+        path = self._path(scope, file)
         return path.read_bytes() if path.is_file() else b""
 
-    def versions(self, scope: str) -> list[Version]:
+    def versions(self, scope: str, file: str = MEMORY_FILE) -> list[Version]:
         rows = self.manager.db.query(
-            "SELECT id, scope, created_at, cause, entries, sha256 FROM memory_versions WHERE scope = ? ORDER BY id DESC",
-            (scope,),
+            "SELECT id, scope, created_at, cause, entries, sha256 FROM memory_versions WHERE scope = ? AND path = ?"
+            " ORDER BY id DESC",
+            (scope, file),
         )
         return [Version(*row) for row in rows]
 
-    def content(self, scope: str, version: int) -> bytes:
-        rows = self.manager.db.query("SELECT content FROM memory_versions WHERE scope = ? AND id = ?", (scope, version))
+    def content(self, scope: str, version: int, file: str = MEMORY_FILE) -> bytes:
+        rows = self.manager.db.query(
+            "SELECT content FROM memory_versions WHERE scope = ? AND path = ? AND id = ?", (scope, file, version))
         if not rows:
-            known = ", ".join(str(v.id) for v in self.versions(scope)) or "none"
-            raise KeyError(f"MEMORY.md of scope {scope!r} has no version {version} (versions: {known})")
+            known = ", ".join(str(v.id) for v in self.versions(scope, file)) or "none"
+            raise KeyError(f"{file} of scope {scope!r} has no version {version} (versions: {known})")
         return bytes(rows[0][0])
 
-    def _record(self, scope: str, data: bytes, cause: str) -> int:
+    def _record(self, scope: str, data: bytes, cause: str, file: str) -> int:
         with self.manager.db.transaction() as conn:
-            return _insert_version(conn, scope, time.time(), cause, data)
+            return _insert_version(conn, scope, time.time(), cause, data, file)
 
     def history(self, scope: str) -> Iterator[tuple[Version, bytes]]:
-        """Every version of ``scope`` with its bytes, oldest first (what an export carries)."""
+        """Every version of ``scope``'s MEMORY.md with its bytes, oldest first (what an export carries)."""
         for version in reversed(self.versions(scope)):
             yield version, self.content(scope, version.id)
 
@@ -164,7 +199,7 @@ class MemoryFile:
         transaction (an import); returns how many."""
         count = 0
         for created_at, cause, data in versions:
-            _insert_version(conn, scope, created_at, cause, data)
+            _insert_version(conn, scope, created_at, cause, data, MEMORY_FILE)
             count += 1
         return count
 
@@ -173,58 +208,60 @@ class MemoryFile:
         return int(self.manager.db.query("SELECT count(*) FROM memory_versions")[0][0])
 
     def prune_versions(self, keep: int, max_days: float, now: float | None = None) -> int:
-        """Delete each scope's versions past its newest ``keep`` or older than ``max_days``; the newest
-        version of a scope (what MEMORY.md holds) is never deleted. Returns rows deleted."""
+        """Delete each file's versions past its newest ``keep`` or older than ``max_days``; the newest
+        version of a file (what it holds) is never deleted. Returns rows deleted."""
         if keep < 1:
             raise ValueError("keep must be 1 or more: the newest version always stays")
         cutoff = (time.time() if now is None else now) - max_days * 86400
         with self.manager.db.transaction() as conn:
             return int(conn.execute(
                 "DELETE FROM memory_versions WHERE id IN (SELECT id FROM (SELECT id, created_at,"
-                " row_number() OVER (PARTITION BY scope ORDER BY id DESC) AS rank FROM memory_versions)"
+                " row_number() OVER (PARTITION BY scope, path ORDER BY id DESC) AS rank FROM memory_versions)"
                 " WHERE rank > 1 AND (rank > ? OR created_at < ?))",
                 (keep, cutoff),
             ).rowcount)
 
-    def _keep_current(self, scope: str) -> None:
-        """Record the file on disk as a version if it is not the latest one (edited by hand)."""
-        current = self.read(scope)
-        latest = self.versions(scope)
+    def _keep_current(self, scope: str, file: str) -> None:
+        """Record the file on disk as a version if it is not the latest one (edited by hand, or a
+        daily file the bot appended to since)."""
+        current = self.read(scope, file)
+        latest = self.versions(scope, file)
         if current and (not latest or latest[0].sha256 != hashlib.sha256(current).hexdigest()):
-            self._record(scope, current, "as found on disk")
+            self._record(scope, current, "as found on disk", file)
 
-    def write(self, scope: str, data: bytes, cause: str, *, expected: bytes | None = None) -> int:
-        """Replace MEMORY.md atomically, keeping the old content as a version first. With ``expected``
+    def write(self, scope: str, data: bytes, cause: str, *, expected: bytes | None = None,
+              file: str = MEMORY_FILE) -> int:
+        """Replace the file atomically, keeping the old content as a version first. With ``expected``
         it is a compare-and-swap: if the file no longer holds those bytes, nothing is written and
         :class:`MemoryChanged` is raised."""
-        target = self.manager.workspace.memory_file(scope)
+        target = self._path(scope, file)
         with self.manager.lock:
-            if expected is not None and self.read(scope) != expected:
-                raise MemoryChanged(f"MEMORY.md of scope {scope!r} changed since it was read")
+            if expected is not None and self.read(scope, file) != expected:
+                raise MemoryChanged(f"{file} of scope {scope!r} changed since it was read")
             for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed writer
                 stale.unlink(missing_ok=True)
-            self._keep_current(scope)
+            self._keep_current(scope, file)
             atomic_write(target, data)
-            version = self._record(scope, data, cause)
+            version = self._record(scope, data, cause, file)
         self.manager.mark_dirty(scope)
         return version
 
-    def revert(self, scope: str, version: int | None = None) -> tuple[int, str]:
+    def revert(self, scope: str, version: int | None = None, file: str = MEMORY_FILE) -> tuple[int, str]:
         """Restore ``version`` (default: the one before the current); returns (new version, diff).
-        When MEMORY.md already holds those bytes nothing is written: (the current version, "")."""
+        When the file already holds those bytes nothing is written: (the current version, "")."""
         with self.manager.lock:
-            self._keep_current(scope)
-            versions = self.versions(scope)
+            self._keep_current(scope, file)
+            versions = self.versions(scope, file)
             if version is None:
                 if len(versions) < 2:
-                    raise KeyError(f"MEMORY.md of scope {scope!r} has no earlier version to revert to")
+                    raise KeyError(f"{file} of scope {scope!r} has no earlier version to revert to")
                 version = versions[1].id
-            data = self.content(scope, version)
-            before = self.read(scope)
+            data = self.content(scope, version, file)
+            before = self.read(scope, file)
             if data == before:
                 return versions[0].id, ""
-            new_version = self.write(scope, data, f"revert to version {version}")
-        return new_version, unified_diff(before.decode("utf-8", "replace"), data.decode("utf-8", "replace"))
+            new_version = self.write(scope, data, f"revert to version {version}", file=file)
+        return new_version, unified_diff(before.decode("utf-8", "replace"), data.decode("utf-8", "replace"), file)
 
     def forget(self, scope: str, text: str) -> tuple[list[str], int | None]:
         """Remove the entries containing ``text`` (case-insensitive); returns (removed, new version)."""
@@ -241,10 +278,11 @@ class MemoryFile:
         return removed, version
 
 
-def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cause: str, data: bytes) -> int:
+def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cause: str, data: bytes, file: str) -> int:
     cursor = conn.execute(
-        "INSERT INTO memory_versions (scope, created_at, cause, entries, sha256, content) VALUES (?, ?, ?, ?, ?, ?)",
-        (scope, created_at, cause, count_entries(data.decode("utf-8", "replace")), hashlib.sha256(data).hexdigest(), data),
+        "INSERT INTO memory_versions (scope, path, created_at, cause, entries, sha256, content) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (scope, file, created_at, cause, count_entries(data.decode("utf-8", "replace")), hashlib.sha256(data).hexdigest(),
+         data),
     )
     return int(cursor.lastrowid or 0)
 

@@ -124,6 +124,19 @@ async def daily_day(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, views.daily_file, request.match_info["scope"], request.match_info["date"]))
 
 
+@routes.get("/api/scopes/{scope}/daily/{date}/versions/{version}")
+async def daily_version(request: web.Request) -> web.Response:
+    file, version = views.daily_path(request.match_info["date"]), views.parse_version(request.match_info["version"])
+    return _reply(await _in_thread(request, views.version_view, request.match_info["scope"], version, file))
+
+
+@routes.post("/api/scopes/{scope}/daily/{date}/revert")
+async def daily_revert(request: web.Request) -> web.Response:
+    file = views.daily_path(request.match_info["date"])
+    version = views.parse_revert_body(await _json_body(request, '{"version": 3}'))
+    return _reply(await _in_thread(request, views.revert, request.match_info["scope"], version, file))
+
+
 @routes.get("/api/scopes/{scope}/dreams")
 async def dreams(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, views.dreams_list, request.match_info["scope"]))

@@ -6,7 +6,8 @@ package's own ``ScopeError``/``MemoryPathError``/``KnowledgeError``), which the 
 
 Files the console can edit (MEMORY.md, a daily file) are served with the SHA-256 of their bytes; an
 edit names that hash as its base and is refused (409) when the file has changed since, so nobody
-overwrites what they have not seen.
+overwrites what they have not seen. Both keep a version for every edit (``memory.dream.MemoryFile``),
+listed with the file, shown as a diff and revertible.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.dream import MemoryFile, Version, count_entries, unified_diff
-from memory.files import atomic_write
 from memory.knowledge import KnowledgePage
-from memory.scopes import validate_scope
+from memory.scopes import DAILY_DIR, MEMORY_FILE, validate_scope
 
 from ..app import Services
 
@@ -133,28 +133,29 @@ def parse_version(raw: str) -> int:
     return int(raw)
 
 
-def version_view(services: Services, scope: str, version_id: int) -> JSON:
-    """One version's bytes and its diff against the version before it (or an empty file)."""
+def version_view(services: Services, scope: str, version_id: int, file: str = MEMORY_FILE) -> JSON:
+    """One version of ``file`` (MEMORY.md or a daily file): its bytes and its diff against the
+    version before it (or an empty file)."""
     memory_file = services.dreamer.memory_file
     scope = existing_scope(services, scope)
-    versions = memory_file.versions(scope)  # newest first
+    versions = memory_file.versions(scope, file)  # newest first
     position = next((index for index, version in enumerate(versions) if version.id == version_id), None)
     if position is None:
-        raise NotFound(_missing_version(scope, version_id, versions))
+        raise NotFound(_missing_version(scope, version_id, versions, file))
     previous = versions[position + 1] if position + 1 < len(versions) else None
-    content = _text(memory_file.content(scope, version_id))
-    before = "" if previous is None else _text(memory_file.content(scope, previous.id))
+    content = _text(memory_file.content(scope, version_id, file))
+    before = "" if previous is None else _text(memory_file.content(scope, previous.id, file))
     return {
         **_version_summary(versions[position]),
         "previous": None if previous is None else previous.id,
         "content": content,
-        "diff": unified_diff(before, content),
+        "diff": unified_diff(before, content, file),
     }
 
 
-def _missing_version(scope: str, version_id: int, versions: list[Version]) -> str:
+def _missing_version(scope: str, version_id: int, versions: list[Version], file: str) -> str:
     known = ", ".join(str(version.id) for version in versions) or "none"
-    return f"MEMORY.md of scope {scope!r} has no version {version_id} (versions: {known})"
+    return f"{file} of scope {scope!r} has no version {version_id} (versions: {known})"
 
 
 def parse_revert_body(body: object) -> int | None:
@@ -169,12 +170,12 @@ def parse_revert_body(body: object) -> int | None:
     return version
 
 
-def revert(services: Services, scope: str, version: int | None) -> JSON:
-    """Write the chosen version's exact bytes back to MEMORY.md (recorded as a new version)."""
+def revert(services: Services, scope: str, version: int | None, file: str = MEMORY_FILE) -> JSON:
+    """Write the chosen version's exact bytes back to ``file`` (recorded as a new version)."""
     memory_file: MemoryFile = services.dreamer.memory_file
     scope = existing_scope(services, scope)
     try:
-        new_version, diff = memory_file.revert(scope, version)
+        new_version, diff = memory_file.revert(scope, version, file)
     except KeyError as exc:
         message = str(exc.args[0])
         raise (Conflict(message) if version is None else NotFound(message)) from None
@@ -205,7 +206,15 @@ def _dated_list(folder: Path) -> list[JSON]:
 
 
 def daily_file(services: Services, scope: str, day: str) -> JSON:
-    return _dated_file(services, scope, day, "memory", "daily memory")
+    """A daily file and its versions (one per console edit, with the file as it was before)."""
+    data = _dated_file(services, scope, day, "memory", "daily memory")
+    versions = services.dreamer.memory_file.versions(scope, daily_path(data["date"]))
+    return {**data, "versions": [_version_summary(version) for version in versions]}
+
+
+def daily_path(day: str) -> str:
+    """The versioned file of a date in the URL, ``memory/YYYY-MM-DD.md`` (a bad date is a 400)."""
+    return f"{DAILY_DIR}/{parse_date(day)}.md"
 
 
 def dream_file(services: Services, scope: str, day: str) -> JSON:
@@ -333,7 +342,7 @@ def _parse_line_number(raw: object, op: str) -> int | None:
 
 def edit_lines(services: Services, scope: str, edit: LineEdit) -> JSON:
     """Apply ``edit`` if the file still has the bytes of ``edit.base`` (else 409), under the workspace
-    lock. MEMORY.md then gets a new version; the index follows (the scope is marked for re-sync)."""
+    lock. The file then gets a new version; the index follows (the scope is marked for re-sync)."""
     scope = existing_scope(services, scope)
     path = services.memory.resolve(scope, edit.file)
     if edit.file != "MEMORY.md" and not path.is_file():
@@ -344,16 +353,10 @@ def edit_lines(services: Services, scope: str, edit: LineEdit) -> JSON:
             raise Conflict(f"{edit.file} of scope {scope!r} has changed since you opened it (another edit, a dream "
                            "or the bot wrote to it); reload it to see the change, then make your edit again")
         after = _apply(before, edit)
-        version = None if edit.preview else _save(services, scope, path, edit, after)
+        version = None if edit.preview else _save(services, scope, edit, after)
     return {"scope": scope, "file": edit.file, "preview": edit.preview, "version": version,
-            "diff": _file_diff(edit.file, _text(before), _text(after)), "content": _text(after),
+            "diff": unified_diff(_text(before), _text(after), edit.file), "content": _text(after),
             "sha256": _sha256(after)}
-
-
-def _file_diff(file: str, before: str, after: str) -> str:
-    """:func:`unified_diff` names its sides MEMORY.md; a daily file's diff names that file instead."""
-    diff = unified_diff(before, after)
-    return diff if file == "MEMORY.md" else diff.replace("MEMORY.md (", f"{file} (", 2)
 
 
 def _apply(data: bytes, edit: LineEdit) -> bytes:
@@ -376,11 +379,7 @@ def _apply(data: bytes, edit: LineEdit) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-def _save(services: Services, scope: str, path: Path, edit: LineEdit, data: bytes) -> int | None:
-    """MEMORY.md through its versions (revertible); a daily file atomically. Returns the version."""
+def _save(services: Services, scope: str, edit: LineEdit, data: bytes) -> int:
+    """Through the file's versions, so the edit is listed and can be reverted; returns the version."""
     where = "at the end" if edit.line is None else f"line {edit.line}"
-    if edit.file == "MEMORY.md":
-        return services.dreamer.memory_file.write(scope, data, f"console: {edit.op} {where}")
-    atomic_write(path, data)
-    services.memory.mark_dirty(scope)
-    return None
+    return services.dreamer.memory_file.write(scope, data, f"console: {edit.op} {where}", file=edit.file)

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -276,11 +277,79 @@ async def test_a_daily_line_edit_and_the_index_follows(client: TestClient, servi
     body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN, json={
         "file": "memory/2026-01-31.md", "base": day["sha256"], "op": "edit", "line": 1,
         "text": "- the cat is called Mochi"})
-    assert body["version"] is None and body["content"] == "- the cat is called Mochi\n"
+    assert body["version"] == 5 and body["content"] == "- the cat is called Mochi\n"  # 4: the file as it was
     assert "+- the cat is called Mochi\n" in body["diff"] and body["diff"].startswith("--- memory/2026-01-31.md (before)")
     found = await _json(client, "/api/search?q=Mochi&scope=alice")
     assert [r["path"] for r in found["results"]] == ["memory/2026-01-31.md"]
     assert (await _json(client, "/api/search?q=Miso&scope=alice"))["results"][0]["path"] == "knowledge/pets/cats.md"
+
+
+DAY = "/api/scopes/alice/daily/2026-01-31"
+MISO = b"- the cat is called Miso\n"
+
+
+async def _edit_daily(client: TestClient, **fields: object) -> dict[str, Any]:
+    base = (await _json(client, DAY))["sha256"]
+    return await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
+                       json={"file": "memory/2026-01-31.md", "base": base, **fields})
+
+
+async def _found(client: TestClient, query: str) -> set[str]:
+    return {r["path"] for r in (await _json(client, f"/api/search?q={query}&scope=alice"))["results"]}
+
+
+async def test_a_daily_edit_is_listed_with_its_diff_and_can_be_undone(client: TestClient, services: Services) -> None:
+    path = services.workspace.daily_file("alice", "2026-01-31")
+    saved = await _edit_daily(client, op="delete", line=1)
+    assert saved["version"] == 5 and path.read_bytes() == b""
+    assert await _found(client, "Miso") == {"knowledge/pets/cats.md"}
+    versions = (await _json(client, DAY))["versions"]
+    assert [(v["id"], v["cause"], v["entries"]) for v in versions] == [
+        (5, "console: delete line 1", 0), (4, "as found on disk", 1)]
+    shown = await _json(client, f"{DAY}/versions/5")
+    assert shown["previous"] == 4 and shown["content"] == ""
+    assert shown["diff"] == unified_diff(MISO.decode(), "", "memory/2026-01-31.md")
+    assert (await _json(client, f"{DAY}/versions/4"))["diff"].endswith("+- the cat is called Miso\n")
+    undone = await _json(client, f"{DAY}/revert", method="POST", json={"version": 4}, headers=ADMIN)
+    assert undone == {"scope": "alice", "version": 6, "changed": True,
+                      "diff": unified_diff("", MISO.decode(), "memory/2026-01-31.md")}
+    assert path.read_bytes() == MISO
+    assert await _found(client, "Miso") == {"memory/2026-01-31.md", "knowledge/pets/cats.md"}  # the index follows
+    assert [v.id for v in services.dreamer.memory_file.versions("alice")] == [2, 1]  # MEMORY.md's are its own
+
+
+async def test_what_the_bot_wrote_after_an_edit_survives_a_revert(client: TestClient, services: Services) -> None:
+    await _edit_daily(client, op="edit", line=1, text="- the cat is called Mochi")
+    services.memory.append_daily("alice", "- Mochi sleeps all day", when=datetime(2026, 1, 31, 22, 0))
+    undone = await _json(client, f"{DAY}/revert", method="POST", json={"version": None}, headers=ADMIN)
+    versions = (await _json(client, DAY))["versions"]
+    assert [(v["id"], v["cause"]) for v in versions] == [
+        (7, "revert to version 5"), (6, "as found on disk"), (5, "console: edit line 1"), (4, "as found on disk")]
+    assert undone["version"] == 7 and "-- Mochi sleeps all day\n" in undone["diff"]
+    assert (await _json(client, f"{DAY}/versions/6"))["content"] == "- the cat is called Mochi\n- Mochi sleeps all day\n"
+
+
+@pytest.mark.parametrize(("path", "payload", "status"), [
+    (f"{DAY}/revert", {"version": None}, 409),  # no edit yet: nothing earlier to go back to
+    (f"{DAY}/revert", {"version": 1}, 404),  # a MEMORY.md version, not this file's
+    (f"{DAY}/revert", {"version": "1"}, 400),
+    ("/api/scopes/alice/daily/2026-02-30/revert", {"version": 1}, 400),
+    ("/api/scopes/alice/daily/2025-12-31/revert", {"version": None}, 409),
+])
+async def test_a_daily_revert_refuses_what_it_cannot_do(client: TestClient, services: Services, path: str,
+                                                       payload: object, status: int) -> None:
+    body = await _json(client, path, status, method="POST", json=payload, headers=ADMIN)
+    assert "version" in body["error"] or "date" in body["error"]
+    assert services.workspace.daily_file("alice", "2026-01-31").read_bytes() == MISO
+    assert services.workspace.memory_file("alice").read_bytes() == V2
+
+
+async def test_daily_versions_need_the_admin_token_to_revert(client: TestClient, services: Services) -> None:
+    await _edit_daily(client, op="delete", line=1)
+    await _json(client, f"{DAY}/versions/4")  # reading is for every token
+    await _json(client, f"{DAY}/revert", 403, method="POST", json={"version": 4})
+    await _json(client, "/api/scopes/alice/daily/2026-01-30/versions/4", 404)  # another day's version
+    assert services.workspace.daily_file("alice", "2026-01-31").read_bytes() == b""
 
 
 @pytest.mark.parametrize(("payload", "status"), [
@@ -316,7 +385,7 @@ async def test_daily_memory_by_date(client: TestClient) -> None:
     ]
     assert await _json(client, "/api/scopes/alice/daily/2026-01-30") == {
         "date": "2026-01-30", "content": "- booked flights to Porto\n",
-        "sha256": hashlib.sha256(b"- booked flights to Porto\n").hexdigest()}
+        "sha256": hashlib.sha256(b"- booked flights to Porto\n").hexdigest(), "versions": []}
     assert await _json(client, "/api/scopes/bob/daily") == []
 
 

@@ -265,9 +265,26 @@ def test_an_admin_edits_memory_line_by_line(browser: WebDriver, console_url: str
     browser.find_element(By.CSS_SELECTOR, "#daily-editor .add-line button").click()
     _text_in(browser, "daily-editor", "+- Miso likes the balcony")
     browser.find_element(By.XPATH, "//button[text()='Save this change']").click()
-    _text_in(browser, "notice", "Saved memory/2026-01-31.md.")
-    assert (services.workspace.daily_dir("alice") / "2026-01-31.md").read_text() == (
-        "- the cat is called Miso\n- Miso hates the vacuum\n- Miso likes the balcony\n")
+    _text_in(browser, "notice", "Saved: memory/2026-01-31.md is now version 6.")
+    daily = services.workspace.daily_dir("alice") / "2026-01-31.md"
+    assert daily.read_text() == "- the cat is called Miso\n- Miso hates the vacuum\n- Miso likes the balcony\n"
+
+    # The daily edit is listed as a version, with the file as it was before it: undo it.
+    browser.find_element(By.ID, "daily-editor").find_element(By.XPATH, ".//button[text()='Done']").click()
+    browser.find_element(By.CSS_SELECTOR, "#daily-versions tr[data-version='5']").click()
+    _text_in(browser, "daily-version-title", "Version 5 (as found on disk)")
+    browser.find_element(By.CSS_SELECTOR, "#daily-versions tr[data-version='6']").click()
+    _text_in(browser, "daily-version-title", "Version 6 (console: add at the end): changes since version 5")
+    assert "+- Miso likes the balcony" in browser.find_element(By.ID, "daily-version-diff").text
+    browser.find_element(By.CSS_SELECTOR, "#daily-versions tr[data-version='5']").click()
+    _text_in(browser, "daily-version-title", "Version 5")
+    browser.find_element(By.ID, "daily-revert-start").click()
+    browser.find_element(By.ID, "daily-revert-yes").click()
+    _text_in(browser, "notice", "memory/2026-01-31.md of alice now has the exact content of version 5 (saved as version 7)")
+    _text_in(browser, "daily-version-title", "Version 7 (revert to version 5)")
+    assert daily.read_text() == "- the cat is called Miso\n- Miso hates the vacuum\n"
+    assert "balcony" not in browser.find_element(By.ID, "daily-content").text
+    _shot(browser, "console-daily-versions.png")
     _no_severe_errors(browser, expected="status of 409 (Conflict)")
 
 

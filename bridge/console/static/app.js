@@ -11,7 +11,8 @@
   const TOKEN_KEY = "membridge.console.token";
   const PALETTE = ["#2f6fdf", "#e0662f", "#2f9e6b", "#a447c2", "#c9a227", "#d6456f", "#3aa3b8", "#6b7a8f"];
   const state = {
-    admin: false, view: null, scope: null, pane: "memory", version: null, page: null, pages: new Map(), graph: null,
+    admin: false, view: null, scope: null, pane: "memory", page: null, pages: new Map(), graph: null,
+    versions: { memory: null, daily: null }, // {base: the file's API path, id: the version shown}
     files: { memory: null, daily: null }, // {file, content, sha256} as last loaded: what an edit is based on
   };
 
@@ -114,7 +115,7 @@
   function signOut(message = "") {
     sessionStorage.removeItem(TOKEN_KEY);
     if (state.graph) state.graph.destroy();
-    Object.assign(state, { admin: false, view: null, scope: null, version: null, graph: null });
+    Object.assign(state, { admin: false, view: null, scope: null, versions: { memory: null, daily: null }, graph: null });
     showLogin(message);
   }
 
@@ -201,8 +202,35 @@
     const data = await api(`/api/scopes/${enc(state.scope)}/memory`);
     $("memory-content").textContent = data.content || "(MEMORY.md is empty)";
     loaded("memory", "MEMORY.md", data);
-    const rows = data.versions.map((version) => {
-      const row = el("tr", { className: "clickable", onClick: () => run(() => openVersion(version.id)) }, [
+    showVersions("memory", `/api/scopes/${enc(state.scope)}/memory`, data.versions);
+  }
+
+  // ------------------------------------------------------------ versions
+  // MEMORY.md and each daily file keep a version per change (a dream, a console edit, a revert);
+  // both panes list them, show one as a diff against the one before, and let an admin revert.
+
+  /** An element of a pane's versions block: MEMORY.md's ids are bare, the daily pane's prefixed. */
+  function part(kind, name) {
+    return $(kind === "memory" ? name : `${kind}-${name}`);
+  }
+
+  /** One copy of the versions block (index.html's template) in the pane's slot, its parts named. */
+  function placeVersions(kind) {
+    const block = $("versions-template").content.cloneNode(true);
+    for (const node of block.querySelectorAll("[data-part]")) {
+      node.id = kind === "memory" ? node.dataset.part : `${kind}-${node.dataset.part}`;
+    }
+    document.querySelector(`[data-versions="${kind}"]`).replaceChildren(block);
+  }
+
+  function fileName(kind) {
+    return kind === "memory" ? "MEMORY.md" : state.files[kind].file;
+  }
+
+  function showVersions(kind, base, versions) {
+    state.versions[kind] = { base, id: null };
+    const rows = versions.map((version) => {
+      const row = el("tr", { className: "clickable", onClick: () => run(() => openVersion(kind, version.id)) }, [
         el("td", {}, [el("button", { className: "link", text: `v${version.id}` })]),
         el("td", { text: when(version.created_at) }),
         el("td", { text: version.cause }),
@@ -211,24 +239,25 @@
       row.dataset.version = version.id;
       return row;
     });
-    $("versions").tBodies[0].replaceChildren(...rows);
-    $("versions").hidden = rows.length === 0;
-    $("versions-empty").hidden = rows.length > 0;
-    $("version-box").hidden = true;
+    part(kind, "versions").tBodies[0].replaceChildren(...rows);
+    part(kind, "versions").hidden = rows.length === 0;
+    part(kind, "versions-empty").hidden = rows.length > 0;
+    part(kind, "version-box").hidden = true;
   }
 
-  async function openVersion(id) {
-    const version = await api(`/api/scopes/${enc(state.scope)}/memory/versions/${enc(id)}`);
-    state.version = version.id;
-    markActive($("versions"), "tr", (row) => row.dataset.version === String(version.id));
-    $("version-title").textContent = version.previous === null
+  async function openVersion(kind, id) {
+    const shown = state.versions[kind];
+    const version = await api(`${shown.base}/versions/${enc(id)}`);
+    shown.id = version.id;
+    markActive(part(kind, "versions"), "tr", (row) => row.dataset.version === String(version.id));
+    part(kind, "version-title").textContent = version.previous === null
       ? `Version ${version.id} (${version.cause}): the first recorded version, shown against an empty file`
       : `Version ${version.id} (${version.cause}): changes since version ${version.previous}`;
-    renderDiff($("version-diff"), version.diff || "(no change from the version before)\n");
-    $("revert-box").hidden = !state.admin;
-    $("read-only-note").hidden = state.admin;
-    confirmRevert(false);
-    $("version-box").hidden = false;
+    renderDiff(part(kind, "version-diff"), version.diff || "(no change from the version before)\n");
+    part(kind, "revert-box").hidden = !state.admin;
+    part(kind, "read-only-note").hidden = state.admin;
+    confirmRevert(kind, false);
+    part(kind, "version-box").hidden = false;
   }
 
   function renderDiff(pre, text) {
@@ -244,24 +273,26 @@
     return "same";
   }
 
-  function confirmRevert(asking) {
-    $("revert-start").hidden = asking;
-    $("revert-confirm").hidden = !asking;
+  function confirmRevert(kind, asking) {
+    part(kind, "revert-start").hidden = asking;
+    part(kind, "revert-confirm").hidden = !asking;
   }
 
-  async function revert() {
-    const { scope, version } = state;
-    $("revert-yes").disabled = true;
+  async function revert(kind) {
+    const { scope } = state;
+    const { base, id } = state.versions[kind];
+    const file = fileName(kind);
+    part(kind, "revert-yes").disabled = true;
     try {
-      const result = await api(`/api/scopes/${enc(scope)}/memory/revert`, { method: "POST", body: { version } });
-      await loadMemory();
-      await openVersion(result.version);
+      const result = await api(`${base}/revert`, { method: "POST", body: { version: id } });
+      await (kind === "memory" ? loadMemory() : openDated(kind, file.slice("memory/".length, -".md".length)));
+      await openVersion(kind, result.version);
       await refreshScopeList();
       notice(result.changed
-        ? `MEMORY.md of ${scope} now has the exact content of version ${version} (saved as version ${result.version}).`
-        : `MEMORY.md of ${scope} already has the exact content of version ${version}: nothing changed, no version saved.`);
+        ? `${file} of ${scope} now has the exact content of version ${id} (saved as version ${result.version}).`
+        : `${file} of ${scope} already has the exact content of version ${id}: nothing changed, no version saved.`);
     } finally {
-      $("revert-yes").disabled = false;
+      part(kind, "revert-yes").disabled = false;
     }
   }
 
@@ -281,7 +312,11 @@
     const empty = kind === "daily" ? "No daily memory yet." : "No dream diaries yet.";
     $(`${kind}-title`).textContent = files.length ? "Choose a date" : empty;
     $(`${kind}-content`).textContent = "";
-    if (kind === "daily") loaded("daily", null, null);
+    if (kind === "daily") {
+      loaded("daily", null, null);
+      showVersions("daily", null, []);
+      $("daily-versions-empty").hidden = true;
+    }
     $(`${kind}-list`).replaceChildren(...files.map((file) => {
       const button = el("button", {
         className: "date", text: file.date, title: plural(file.size, "byte"),
@@ -298,7 +333,9 @@
     $(`${kind}-title`).textContent = `${kind === "daily" ? "Daily memory" : "Dream diary"} of ${data.date}`;
     $(`${kind}-content`).textContent = data.content;
     markActive($(`${kind}-list`), ".date", (node) => node.dataset.date === data.date);
-    if (kind === "daily") loaded("daily", `memory/${data.date}.md`, data);
+    if (kind !== "daily") return;
+    loaded("daily", `memory/${data.date}.md`, data);
+    showVersions("daily", `/api/scopes/${enc(state.scope)}/daily/${enc(data.date)}`, data.versions);
   }
 
   // -------------------------------------------------------- line editor
@@ -381,7 +418,7 @@
       await (kind === "memory" ? loadMemory() : openDated("daily", file.slice("memory/".length, -".md".length)));
       await refreshScopeList();
       startEditing(kind);
-      notice(result.version ? `Saved: MEMORY.md is now version ${result.version}.` : `Saved ${file}.`);
+      notice(`Saved: ${file} is now version ${result.version}.`);
     }) });
     change.replaceChildren(el("h3", { text: "Change to save" }), diff, el("div", { className: "buttons" }, [
       save, el("button", { className: "quiet", text: "Cancel", onClick: () => { change.hidden = true; } }),
@@ -525,10 +562,11 @@
     for (const tab of document.querySelectorAll(".subtab")) {
       tab.addEventListener("click", () => run(() => showPane(tab.dataset.pane)));
     }
-    $("revert-start").addEventListener("click", () => confirmRevert(true));
-    $("revert-no").addEventListener("click", () => confirmRevert(false));
-    $("revert-yes").addEventListener("click", () => run(revert));
     for (const kind of ["memory", "daily"]) {
+      placeVersions(kind);
+      part(kind, "revert-start").addEventListener("click", () => confirmRevert(kind, true));
+      part(kind, "revert-no").addEventListener("click", () => confirmRevert(kind, false));
+      part(kind, "revert-yes").addEventListener("click", () => run(() => revert(kind)));
       $(`${kind}-edit-start`).addEventListener("click", () => startEditing(kind));
     }
     $("page-content").addEventListener("click", (event) => {
