@@ -162,14 +162,25 @@ def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
     return 0 if result.status in ("written", "skipped") else 1
 
 
+def _versioned_file(args: argparse.Namespace) -> str:
+    """``--file``: MEMORY.md (the default) or a daily file, ``memory/YYYY-MM-DD.md``."""
+    from memory.dream import versioned_file
+
+    try:
+        return versioned_file(str(args.file))
+    except ValueError as exc:
+        raise CommandError(f"--file {exc}") from None
+
+
 def cmd_memory_history(services: Services, args: argparse.Namespace) -> int:
     scope = _scope(services, args, must_exist=True)
-    versions = services.dreamer.memory_file.versions(scope)
+    file = _versioned_file(args)
+    versions = services.dreamer.memory_file.versions(scope, file)
     if args.json:
         _print_json([v.__dict__ for v in versions])
         return 0
     if not versions:
-        print(f"MEMORY.md of {scope} has no recorded versions yet")
+        print(f"{file} of {scope} has no recorded versions yet")
     for v in versions:
         when = datetime.fromtimestamp(v.created_at).strftime("%Y-%m-%d %H:%M:%S")
         print(f"{v.id:>5}  {when}  {v.entries:>3} entries  {v.cause}")
@@ -178,17 +189,18 @@ def cmd_memory_history(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
     scope = _scope(services, args, must_exist=True)
+    file = _versioned_file(args)
     try:
-        version, diff = services.dreamer.memory_file.revert(scope, args.version)
+        version, diff = services.dreamer.memory_file.revert(scope, args.version, file)
     except KeyError as exc:
         raise CommandError(exc.args[0]) from None
     if args.json:
         _print_json({"scope": scope, "version": version, "diff": diff, "changed": bool(diff)})
     elif not diff:  # the file already holds those bytes: no version was recorded
         target = f"version {args.version}" if args.version else "the previous version"
-        print(f"{scope}: MEMORY.md already equals {target}; nothing changed, no new version recorded")
+        print(f"{scope}: {file} already equals {target}; nothing changed, no new version recorded")
     else:
-        print(f"{scope}: MEMORY.md restored (now version {version})")
+        print(f"{scope}: {file} restored (now version {version})")
         print(diff, end="")
     return 0
 
@@ -447,12 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
                 example="membridge memory dream --days 3", details="Needs an LLM (llm.* in config.yaml).")
     dream.add_argument("--days", type=_days, default=None, help="daily files to read (1-30; default memory.dream.lookback_days)")
     dream.add_argument("--force", action="store_true", help="dream even over daily memory already dreamt")
-    add(memory, "history", cmd_memory_history, "list MEMORY.md versions", example="membridge memory history")
+    history = add(memory, "history", cmd_memory_history, "list MEMORY.md versions", example="membridge memory history",
+                  details="--file memory/YYYY-MM-DD.md lists a daily file's versions (one per console edit).")
     revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)",
                  example="membridge memory revert 3",
-                 details="The restore is itself a new version; when MEMORY.md already equals that version, nothing\n"
-                         "is written and no version is recorded.")
+                 details="The restore is itself a new version; when the file already equals that version, nothing\n"
+                         "is written and no version is recorded. --file memory/YYYY-MM-DD.md restores a daily file.")
     revert.add_argument("version", nargs="?", type=_positive, default=None)
+    for command in (history, revert):
+        command.add_argument("--file", default="MEMORY.md", help="MEMORY.md (default) or memory/YYYY-MM-DD.md")
+
     from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
 
     export = add(memory, "export", cmd_memory_export, "write a scope's whole memory to a zip",

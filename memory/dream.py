@@ -134,6 +134,13 @@ def unified_diff(before: str, after: str, file: str = "MEMORY.md") -> str:
 _COLUMNS = "PRAGMA table_info(memory_versions)"
 
 
+def versioned_file(file: str) -> str:
+    """``file`` if it keeps versions (MEMORY.md, ``memory/YYYY-MM-DD.md``), else ValueError."""
+    if not _VERSIONED_RE.match(file):
+        raise ValueError(f"{file!r} has no versions: only MEMORY.md and memory/YYYY-MM-DD.md do")
+    return file
+
+
 def _lacks_path(columns: Sequence[Any]) -> bool:
     return "path" not in {column[1] for column in columns}
 
@@ -160,9 +167,7 @@ class MemoryFile:
                 conn.execute("ALTER TABLE memory_versions ADD COLUMN path TEXT NOT NULL DEFAULT 'MEMORY.md'")
 
     def _path(self, scope: str, file: str) -> Path:
-        if not _VERSIONED_RE.match(file):
-            raise ValueError(f"{file!r} has no versions: only MEMORY.md and memory/YYYY-MM-DD.md do")
-        return self.manager.workspace.scope_dir(scope) / file
+        return self.manager.workspace.scope_dir(scope) / versioned_file(file)
 
     def read(self, scope: str, file: str = MEMORY_FILE) -> bytes:
         path = self._path(scope, file)
