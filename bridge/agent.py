@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from channels import IncomingMessage, Reply
 from memory import MemoryManager
@@ -51,6 +53,18 @@ class TurnIdentity:
     scope: str
     user: str
     is_admin: bool
+
+
+class TurnJournal(Protocol):
+    """Makes a turn safe to run again for the same message (a cluster worker's redelivery): the
+    user's message is stored once, and a stored answer is never asked of the LLM again. The marks
+    are written in the transactions that store those messages."""
+
+    def user_stored(self, key: str) -> bool: ...
+
+    def mark_started(self, conn: sqlite3.Connection, key: str) -> None: ...
+
+    def mark_answered(self, conn: sqlite3.Connection, key: str, reply: str, markdown: bool = True) -> None: ...
 
 
 class ChatLocks:
@@ -103,6 +117,7 @@ class Agent:
         self.thread_scope_channels = thread_scope_channels
         self._clock = clock
         self._locks = ChatLocks()
+        self.journal: TurnJournal | None = None  # set by a cluster worker for its shard
 
     def identify(self, message: IncomingMessage) -> TurnIdentity:
         user = f"{message.channel}:{message.user_id}"
@@ -124,23 +139,38 @@ class Agent:
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)
         user_message: Message = {"role": "user", "content": message.text}
-        await asyncio.to_thread(self.conversations.append_messages, who.session_id, [user_message])
+        await self._store_user_message(who.session_id, message.dedupe_key, user_message)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
         system = self.prompt.build(PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
         try:
             try:
-                text = await self._converse(who, ctx, system)
+                text = await self._converse(who, ctx, system, message.dedupe_key)
             except ContextLengthExceeded:
                 log.warning("context too long for session %s: trimming harder and retrying once", who.session_id)
                 await self.sessions.trim(who.session_id, harder=True)
-                text = await self._converse(who, ctx, system)
+                text = await self._converse(who, ctx, system, message.dedupe_key)
         except LLMError as exc:
             log.warning("turn failed for session %s: %s", who.session_id, exc)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
         await self.sessions.trim(who.session_id)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
-    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str) -> str:
+    async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> None:
+        """Store the user's message, unless an earlier delivery of it already did (with a journal)."""
+        journal = self.journal
+        if journal is None:
+            await asyncio.to_thread(self.conversations.append_messages, session_id, [user_message])
+        elif not await asyncio.to_thread(journal.user_stored, key):
+            mark = partial(journal.mark_started, key=key)
+            await asyncio.to_thread(self.conversations.append_messages, session_id, [user_message], mark)
+
+    async def _store_answer(self, session_id: str, key: str, messages: list[Message], text: str) -> None:
+        """Store the turn's last messages; with a journal, the answer is marked in the same transaction."""
+        journal = self.journal
+        mark = None if journal is None else partial(journal.mark_answered, key=key, reply=text)
+        await asyncio.to_thread(self.conversations.append_messages, session_id, messages, mark)
+
+    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str) -> str:
         """The LLM ⇄ tools loop; stores each assistant and tool message as it happens."""
         tools = self.toolbox.schemas(ctx)
         for _step in range(self.settings.max_steps):
@@ -150,7 +180,7 @@ class Agent:
             if not response.tool_calls:
                 text = response.content.strip() or "(no answer)"
                 assistant["content"] = text
-                await asyncio.to_thread(self.conversations.append_messages, who.session_id, [assistant])
+                await self._store_answer(who.session_id, key, [assistant], text)
                 return text
             results: list[Message] = [assistant]
             for call in response.tool_calls:
@@ -158,7 +188,7 @@ class Agent:
                 results.append({"role": "tool", "tool_call_id": call.id, "content": output})
             await asyncio.to_thread(self.conversations.append_messages, who.session_id, results)
         text = "I looked through my memory several times but couldn't finish; please ask again more specifically."
-        await asyncio.to_thread(self.conversations.append_messages, who.session_id, [{"role": "assistant", "content": text}])
+        await self._store_answer(who.session_id, key, [{"role": "assistant", "content": text}], text)
         return text
 
     def _llm_messages(self, session_id: str, system: str) -> list[Message]:

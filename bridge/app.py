@@ -43,6 +43,12 @@ def local_user() -> str:
     return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in name).strip("-.") or "local"
 
 
+def thread_scope_channels(config: AppConfig) -> frozenset[str]:
+    """The channels whose threads get a memory of their own (Slack's ``thread_scope``): the agent
+    and a cluster receiver must derive the same scope for the same message."""
+    return frozenset({"slack"} if config.channels.slack.thread_scope else ())
+
+
 class Services:
     """The parts of one workspace, created on first use and closed together."""
 
@@ -92,7 +98,7 @@ class Services:
             sessions=self.sessions,
             scope_mode=self.config.memory.scope,
             admins=frozenset(self.config.admins),
-            thread_scope_channels=frozenset({"slack"} if self.config.channels.slack.thread_scope else ()),
+            thread_scope_channels=thread_scope_channels(self.config),
         )
 
     @cached_property

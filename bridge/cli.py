@@ -284,6 +284,8 @@ def cmd_knowledge_graph(services: Services, args: argparse.Namespace) -> int:
 def cmd_run(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
+    if args.role != "bot":
+        return _run_cluster_role(services, args.role)
     from .runtime import run_bot
 
     _prepare_terminal(services, chat=services.config.channels.terminal.enabled)
@@ -291,6 +293,41 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
         asyncio.run(run_bot(services, terminal_only=False))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    return 0
+
+
+def _run_cluster_role(services: Services, role: str) -> int:
+    """``run --role receiver|worker``: one part of a cluster (README "Past one machine")."""
+    import asyncio
+
+    if not services.config.cluster.redis_url:
+        raise CommandError(f"--role {role} needs cluster.redis_url in config.yaml (e.g. redis://127.0.0.1:6379/0)")
+    from .cluster.receiver import run_receiver
+    from .cluster.worker import run_worker
+
+    try:
+        asyncio.run(run_receiver(services) if role == "receiver" else run_worker(services))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return 0
+
+
+def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
+    import asyncio
+
+    if not services.config.cluster.redis_url:
+        raise CommandError("no cluster is configured: cluster.redis_url is unset (one process runs everything)")
+    from .cluster.connection import UNAVAILABLE
+    from .cluster.status import as_json, collect, render
+
+    try:
+        shards, workers = asyncio.run(collect(services.config))
+    except UNAVAILABLE as exc:
+        raise CommandError(f"cannot reach Redis at {services.config.cluster.redis_url}: {exc}") from None
+    if args.json:
+        _print_json(as_json(shards, workers))
+    else:
+        print(render(shards, workers))
     return 0
 
 
@@ -424,12 +461,15 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(help_parser=command)
         return command.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND", title="subcommands")
 
-    add(commands, "run", cmd_run, "start the bot: every enabled channel, the flush worker and the nightly Deep Dream",
+    run = add(commands, "run", cmd_run, "start the bot: every enabled channel, the flush worker and the nightly Deep Dream",
         scope=False, json_flag=False, example="membridge run", long_running=True, memory_only_llm=True,
         details="Channels are enabled in config.yaml (channels.*); the terminal is on by default. One log line names\n"
                 "each part as it starts and one says when it stops; SIGINT (Ctrl-C) or SIGTERM stops it cleanly.\n"
                 "With no LLM configured the bot saves what you tell it and answers questions with memory search\n"
-                "results.")
+                "results. --role receiver|worker runs one part of a cluster (needs cluster.redis_url).")
+    run.add_argument("--role", choices=("bot", "receiver", "worker"), default="bot",
+                     help="bot: everything in this process (default); receiver: take messages into Redis; "
+                          "worker: answer the shards it holds")
     add(commands, "chat", cmd_chat, "chat with the bot in this terminal (no chat token needed)", scope=False,
         json_flag=False, example="membridge chat", long_running=True, memory_only_llm=True,
         details="Each line is a message from you; Ctrl-D quits. /help lists the chat commands.")
@@ -493,6 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
         example="membridge knowledge rm tech/old-notes").add_argument("page")
     add(knowledge, "graph", cmd_knowledge_graph, "pages and the links between them", scope=False,
         example="membridge knowledge graph --json")
+
+    cluster = group("cluster", "receivers and shard workers on Redis (cluster.redis_url)")
+    add(cluster, "status", cmd_cluster_status, "shards, their owners, stream lag, pending messages, last nightly run",
+        scope=False, example="membridge cluster status")
 
     doctor = add(commands, "doctor", cmd_doctor, "check config, paths, LLM, embeddings, SQLite and LanceDB", scope=False,
                  example="membridge doctor --offline",

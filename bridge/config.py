@@ -102,6 +102,17 @@ class BridgeSettings(StrictSettings):
     dedupe_window: int = Field(default=10000, ge=10)
 
 
+class ClusterSettings(StrictSettings):
+    """Receivers and shard workers on Redis Streams; off (one process) while ``redis_url`` is unset."""
+
+    redis_url: str | None = None
+    shards: int = Field(default=64, ge=1, le=4096)
+    root: str = "./cluster"
+    key_prefix: str = Field(default="membridge", pattern=r"^[A-Za-z0-9_.-]+$")
+    lease_ttl_s: float = Field(default=15.0, ge=0.2, le=3600)
+    dedupe_ttl_s: int = Field(default=86400, ge=60)
+
+
 class ConsoleSettings(StrictSettings):
     enabled: bool = False
     host: str = "127.0.0.1"
@@ -129,6 +140,7 @@ class AppConfig(StrictSettings):
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     #: The file the config came from (None for built-in defaults); relative paths resolve from it.
@@ -161,6 +173,7 @@ class AppConfig(StrictSettings):
         self.plugins.dirs = [str(self.resolve_path(folder)) for folder in self.plugins.dirs]
         if self.logging.file:
             self.logging.file = str(self.resolve_path(self.logging.file))
+        self.cluster.root = str(self.resolve_path(self.cluster.root))
 
 
 def _expand(value: Any, path: str) -> Any:

@@ -94,6 +94,10 @@ class Channel(ABC):
     async def stop(self) -> None:
         """Stop receiving and release connections. Safe to call twice."""
 
+    async def connect(self) -> None:  # noqa: B027 - most channels can send as soon as they exist
+        """Be ready to ``send`` without receiving: a cluster worker answers messages another process
+        took in. :meth:`stop` disconnects."""
+
     async def stop_receiving(self) -> None:  # noqa: B027 - optional first step of a shutdown
         """Take no new messages, but keep what ``send`` needs: in-flight turns may still answer.
 

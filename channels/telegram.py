@@ -171,10 +171,20 @@ class TelegramChannel(Channel):
         if app is not None and app.updater is not None and app.updater.running:
             await app.updater.stop()
 
+    async def connect(self) -> None:
+        """A bot that only sends (``getMe`` once, no updates fetched), for a cluster worker."""
+        if self._bot is None:
+            bot = Bot(self._token, base_url=self._base_url, base_file_url=self._base_file_url)
+            await bot.initialize()
+            self._learn_identity(bot)
+
     async def stop(self) -> None:
         """Stop intake, let running turns finish (up to ``drain_timeout``), then disconnect."""
         app, self._app = self._app, None
         if app is None:
+            bot, self._bot = self._bot, None
+            if bot is not None:  # connected to send only
+                await bot.shutdown()
             return
         try:
             if app.updater is not None and app.updater.running:

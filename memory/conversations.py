@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,10 +152,12 @@ class ConversationStore:
         sessions = sorted(self.sessions_active_since(since), key=lambda session: -session.updated_at)
         return list(dict.fromkeys(session.scope for session in sessions))[:limit]
 
-    def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[int]:
+    def append_messages(self, session_id: str, messages: Sequence[Message],
+                        also: Callable[[sqlite3.Connection], object] | None = None) -> list[int]:
         """Append in order (safe with concurrent writers). ``seq`` continues past every seq the session
         ever had, even when pruning or retention deleted the newest rows, so a recorded job's range
-        never comes to cover new turns."""
+        never comes to cover new turns. ``also`` writes in the same transaction (a caller's record
+        that these messages are stored: both land, or neither)."""
         if not messages:
             return []
         now = time.time()
@@ -170,6 +172,8 @@ class ConversationStore:
                 ],
             )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            if also is not None:
+                also(conn)
         return seqs
 
     def context_messages(self, session_id: str) -> list[StoredMessage]:

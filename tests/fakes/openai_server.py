@@ -240,6 +240,8 @@ class FakeOpenAI:
         self.embedder: Embedder = functools.partial(hashed_embedding, dim=embed_dim)
         self.requests: list[dict[str, Any]] = []
         self.embed_requests: list[dict[str, Any]] = []
+        self.latency_s = 0.0  # every chat request takes this long (a model's think time), concurrently
+        self._holds: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Event]] = []
         self._queues = _Queues()
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
@@ -330,6 +332,13 @@ class FakeOpenAI:
         """Delay the next chat request (before it is answered) to provoke client timeouts."""
         self._queues.delays.append(seconds)
 
+    def hold_first(self, predicate: Callable[[dict[str, Any]], bool]) -> asyncio.Event:
+        """The first chat request matching ``predicate`` is never answered (its client may time out or
+        die waiting: a turn caught mid-way); the event returned is set when it arrives."""
+        arrived = asyncio.Event()
+        self._holds.append((predicate, arrived))
+        return arrived
+
     def garbage(self) -> None:
         """Queue a 200 response whose body is not valid JSON."""
         self._queues.chat.append(_Garbage())
@@ -398,6 +407,9 @@ class FakeOpenAI:
         if rejection is not None:
             return rejection
         await self._pause()
+        await self._held(body)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         action = self._next_chat_action(body)
         if isinstance(action, _Failure):
             return action.response()
@@ -413,6 +425,12 @@ class FakeOpenAI:
         seconds = self._queues.delays.popleft()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closing.wait(), seconds)
+
+    async def _held(self, body: dict[str, Any]) -> None:
+        for predicate, arrived in self._holds:
+            if not arrived.is_set() and predicate(body):
+                arrived.set()
+                await self._closing.wait()  # until the server stops (or the client leaves: cancelled)
 
     def _next_chat_action(self, body: dict[str, Any]) -> _ChatAction:
         if self._queues.chat:

@@ -1,0 +1,76 @@
+"""Where things live in Redis, which shard a scope belongs to, and a message's wire form.
+
+Every key starts with ``cluster.key_prefix``, so several deployments can share one Redis. The shard
+of a scope is a stable hash (BLAKE2b), never Python's per-process salted ``hash``: every receiver,
+today and after a restart, must send a scope's messages to the same stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from channels import IncomingMessage
+
+GROUP = "workers"  # the one consumer group of every shard stream
+FIELD = "message"  # the stream entry's only field: the message as JSON
+_MESSAGE_FIELDS = frozenset(field.name for field in fields(IncomingMessage))
+
+
+def shard_of(scope: str, shards: int) -> int:
+    """The virtual shard of ``scope``: the same on every machine and after every restart."""
+    digest = hashlib.blake2b(scope.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The Redis key names of one deployment (``cluster.key_prefix``)."""
+
+    prefix: str
+
+    def stream(self, shard: int) -> str:
+        return f"{self.prefix}:shard:{shard}"
+
+    def lease(self, shard: int) -> str:
+        return f"{self.prefix}:lease:{shard}"
+
+    def worker(self, worker_id: str) -> str:
+        return f"{self.prefix}:worker:{worker_id}"
+
+    def workers_pattern(self) -> str:
+        return f"{self.prefix}:worker:*"
+
+    def seen(self, dedupe_key: str) -> str:
+        return f"{self.prefix}:seen:{dedupe_key}"
+
+    def poller(self) -> str:
+        """The lease of the one receiver that polls (Telegram polling, Slack Socket Mode)."""
+        return f"{self.prefix}:poller"
+
+    def nightly(self) -> str:
+        """A hash shard -> day of its last nightly pass, mirrored from the shard for ``cluster status``."""
+        return f"{self.prefix}:nightly"
+
+
+def shard_workspace(root: Path, shard: int) -> Path:
+    """``<cluster.root>/shards/<n>/``: an ordinary membridge workspace."""
+    return root / "shards" / str(shard)
+
+
+def encode_message(message: IncomingMessage) -> str:
+    """JSON of every field; ``raw`` only when it is plain JSON data (Slack's event: its
+    ``response_url`` and thread are needed to answer), not a library object (Telegram's Update)."""
+    data = {name: getattr(message, name) for name in _MESSAGE_FIELDS}
+    if not isinstance(message.raw, dict):
+        data["raw"] = None
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def decode_message(payload: str | bytes) -> IncomingMessage:
+    """The message :func:`encode_message` wrote; unknown fields (a newer receiver) are ignored."""
+    data: dict[str, Any] = json.loads(payload)
+    return IncomingMessage(**{key: value for key, value in data.items() if key in _MESSAGE_FIELDS})

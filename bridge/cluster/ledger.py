@@ -1,0 +1,92 @@
+"""Which stream messages a shard has already taken in, answered and sent: in the shard's own SQLite.
+
+A stream entry is acknowledged only after its reply is sent, so a worker that dies mid-turn leaves
+it pending and the shard's next holder gets it again. The ledger makes that redelivery harmless:
+
+- ``started``: the user's message is stored (written in the transaction that stores it), so the
+  turn resumes from the stored history instead of storing the message twice;
+- ``answered``: the reply is stored (in the transaction that stores the assistant's answer), so the
+  LLM is not asked again: the stored reply is sent;
+- ``sent``: nothing left but the acknowledgement.
+
+Rows of sent messages go after ``RETENTION_S``, far past any redelivery.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+
+from memory.storage import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS cluster_turns (
+    message_key TEXT PRIMARY KEY, state TEXT NOT NULL, reply TEXT, markdown INTEGER NOT NULL DEFAULT 1,
+    updated_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS cluster_turns_updated ON cluster_turns (updated_at);
+"""
+RETENTION_S = 7 * 86400
+
+
+class TurnState(StrEnum):
+    STARTED = "started"
+    ANSWERED = "answered"
+    SENT = "sent"
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    state: TurnState
+    reply: str | None
+    markdown: bool
+
+
+class TurnLedger:
+    """The shard's record of its turns, keyed by the message's dedupe key."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.execute_script(SCHEMA)
+
+    def get(self, key: str) -> TurnRecord | None:
+        rows = self.db.query("SELECT state, reply, markdown FROM cluster_turns WHERE message_key = ?", (key,))
+        return TurnRecord(TurnState(rows[0][0]), rows[0][1], bool(rows[0][2])) if rows else None
+
+    def user_stored(self, key: str) -> bool:
+        """The agent's question: was this message's user turn stored by an earlier delivery?"""
+        return self.get(key) is not None
+
+    def mark_started(self, conn: sqlite3.Connection, key: str) -> None:
+        """Inside the transaction that stores the user's message."""
+        self._put(conn, key, TurnState.STARTED, None, True)
+
+    def mark_answered(self, conn: sqlite3.Connection, key: str, reply: str, markdown: bool = True) -> None:
+        """Inside the transaction that stores the answer (or alone, for a reply no turn stored)."""
+        self._put(conn, key, TurnState.ANSWERED, reply, markdown)
+
+    def mark_sent(self, key: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO cluster_turns (message_key, state, updated_at) VALUES (?, ?, ?) ON CONFLICT (message_key)"
+                " DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                (key, TurnState.SENT.value, time.time()),
+            )
+
+    def prune(self, now: float | None = None) -> int:
+        """Forget sent messages older than :data:`RETENTION_S` (the table must not grow forever)."""
+        cutoff = (now or time.time()) - RETENTION_S
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM cluster_turns WHERE state = ? AND updated_at < ?",
+                                (TurnState.SENT.value, cutoff)).rowcount
+
+    @staticmethod
+    def _put(conn: sqlite3.Connection, key: str, state: TurnState, reply: str | None, markdown: bool) -> None:
+        conn.execute(
+            "INSERT INTO cluster_turns (message_key, state, reply, markdown, updated_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (message_key) DO UPDATE SET state = excluded.state, reply = excluded.reply,"
+            " markdown = excluded.markdown, updated_at = excluded.updated_at",
+            (key, state.value, reply, int(markdown), time.time()),
+        )

@@ -1,0 +1,162 @@
+"""``membridge run --role receiver``: take messages in, dedupe them, append each to its shard's stream.
+
+Receivers are stateless, so several may run behind a load balancer for the HTTP channels (Telegram's
+webhook, Slack's Events API). A channel that fetches its messages itself (Telegram polling, Slack
+Socket Mode) runs in exactly one receiver: the one holding the poller lease.
+
+Each message is checked and appended in one step inside Redis (a Lua script: ``SET NX EX`` on its
+dedupe key, then ``XADD`` only if that key was new), so a redelivered message is appended once and a
+failure in between cannot mark a message seen that was never appended. While Redis is away the
+append is retried with a clear log line; the channel holds the chat's later messages behind it, so
+order is kept and nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from redis.asyncio import Redis
+
+from channels import Channel, IncomingMessage
+
+from ..app import Services, thread_scope_channels
+from ..config import AppConfig
+from ..logs import STATUS_LOGGER
+from ..runtime import build_channels
+from ..scopes import scope_for
+from .connection import UNAVAILABLE, connect, stop_on_signals, wait_or_stop
+from .keys import FIELD, Keys, encode_message, shard_of
+from .leases import Leases, new_holder_id
+
+log = logging.getLogger(__name__)
+status = logging.getLogger(STATUS_LOGGER)
+
+_APPEND = """
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  return redis.call('XADD', KEYS[2], '*', ARGV[2], ARGV[3])
+end
+return false
+"""
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 5.0
+
+
+class Receiver:
+    """The callback every channel of a receiver gets: scope → shard → deduped append."""
+
+    def __init__(self, config: AppConfig, redis: Redis) -> None:
+        self.config = config
+        self.keys = Keys(config.cluster.key_prefix)
+        self._append = redis.register_script(_APPEND)
+        self._thread_channels = thread_scope_channels(config)
+
+    def shard(self, message: IncomingMessage) -> int:
+        """The shard of the message's scope, derived by the one function that names scopes."""
+        scope = scope_for(message, self.config.memory.scope, thread_channels=self._thread_channels)
+        return shard_of(scope, self.config.cluster.shards)
+
+    async def receive(self, message: IncomingMessage) -> None:
+        """Append ``message`` to its shard's stream, waiting out a Redis outage (never dropping it)."""
+        shard = self.shard(message)
+        keys = [self.keys.seen(message.dedupe_key), self.keys.stream(shard)]
+        args: list[str | int] = [self.config.cluster.dedupe_ttl_s, FIELD, encode_message(message)]
+        delay, since = RETRY_FIRST_S, None
+        while True:
+            try:
+                entry = await self._append(keys=keys, args=args)
+                break
+            except UNAVAILABLE as exc:
+                since = since or time.monotonic()
+                log.warning("Redis unavailable (%s): message %s waits for it; retrying in %.1fs",
+                            exc, message.dedupe_key, delay)
+                await asyncio.sleep(delay)  # a back-off between tries, not a test's wait
+                delay = min(delay * 2, RETRY_MAX_S)
+        if since is not None:
+            log.warning("Redis is back: message %s appended after %.1fs", message.dedupe_key, time.monotonic() - since)
+        if entry is None:
+            log.info("duplicate delivery %s ignored", message.dedupe_key)
+        else:
+            log.debug("message %s -> shard %d (%s)", message.dedupe_key, shard, entry)
+
+
+def polls(channel: Channel, config: AppConfig) -> bool:
+    """Whether ``channel`` fetches its own messages (only one receiver may) rather than being posted to."""
+    if channel.name == "telegram":
+        return config.channels.telegram.mode == "polling"
+    if channel.name == "slack":
+        return bool(config.channels.slack.app_token)
+    return False
+
+
+class PollerLease:
+    """Runs the polling channels only while this receiver holds the poller lease."""
+
+    def __init__(self, leases: Leases, key: str, channels: list[Channel], on_message: Receiver) -> None:
+        self.leases = leases
+        self.key = key
+        self.channels = channels
+        self.on_message = on_message
+        self._running = False
+
+    async def hold(self, stop: asyncio.Event) -> None:
+        """Claim the lease (waiting while another receiver polls), poll, renew; stop polling if lost."""
+        interval = self.leases.ttl_ms / 3000
+        while not stop.is_set():
+            try:
+                held = await (self.leases.renew(self.key) if self._running else self.leases.claim(self.key))
+            except UNAVAILABLE as exc:
+                log.warning("Redis unavailable (%s): the poller lease is kept as it was; retrying", exc)
+                held = self._running
+            if held and not self._running:
+                await self._start()
+            elif not held and self._running:
+                log.warning("the poller lease moved to another receiver: this one stops polling")
+                await self._stop()
+            if await wait_or_stop(stop, interval):
+                break
+        await self._stop()
+        with contextlib.suppress(*UNAVAILABLE):
+            await self.leases.release(self.key)
+
+    async def _start(self) -> None:
+        for channel in self.channels:
+            await channel.start(self.on_message.receive)
+            status.info("%s (this receiver holds the poller lease)", channel.describe())
+        self._running = True
+
+    async def _stop(self) -> None:
+        if self._running:
+            for channel in self.channels:
+                with contextlib.suppress(Exception):
+                    await channel.stop()
+            self._running = False
+
+
+async def run_receiver(services: Services) -> None:
+    """Serve the enabled chat channels into Redis until SIGINT/SIGTERM."""
+    config = services.config.model_copy(deep=True)
+    config.channels.terminal.enabled = False  # a terminal has one user at one machine: not a receiver's
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    redis = connect(config.cluster)
+    receiver = Receiver(config, redis)
+    channels = build_channels(Services(config), stop.set)
+    posted = [channel for channel in channels if not polls(channel, config)]
+    poller = PollerLease(Leases(redis, new_holder_id(), config.cluster.lease_ttl_s), receiver.keys.poller(),
+                         [channel for channel in channels if polls(channel, config)], receiver)
+    try:
+        for channel in posted:
+            await channel.start(receiver.receive)
+            status.info("%s", channel.describe())
+        status.info("receiver running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
+                    config.cluster.shards, config.cluster.redis_url)
+        await poller.hold(stop) if poller.channels else await stop.wait()
+    finally:
+        for channel in posted:
+            with contextlib.suppress(Exception):
+                await channel.stop()
+        await redis.aclose()
+        status.info("receiver stopped")

@@ -1,0 +1,271 @@
+"""One shard held by a worker: its workspace, its stream, its chats answered in order.
+
+The shard's workspace (``<cluster.root>/shards/<n>/``) is an ordinary membridge workspace with its
+own flush worker and nightly pass (the day of the last pass is recorded in the shard, so a shard
+that changes hands is not dreamt twice that day). Entries are read in a consumer group. When the
+shard is taken over, every pending entry (the previous holder's unfinished work) is first claimed
+with ``XAUTOCLAIM`` and answered before new ones, so a chat's order survives the move; entries left
+pending for a whole lease TTL later on are claimed again the same way.
+
+An entry is acknowledged only after its reply is sent; :mod:`.ledger` makes a redelivery harmless.
+Acknowledged entries are trimmed from the stream (``XTRIM MINID``), so it holds only the backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from channels import Channel, IncomingMessage, Reply
+from memory.scopes import KNOWLEDGE_DIR
+from plugins import PluginRegistry
+
+from ..app import Services
+from ..config import AppConfig
+from ..runtime import Bridge, build_plugins
+from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
+from .keys import FIELD, GROUP, Keys, decode_message, shard_workspace
+from .ledger import TurnLedger, TurnState
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 32  # entries per XREADGROUP
+TRIM_EVERY = 64  # acknowledgements between two trims of the stream
+RETRY_S = 1.0  # pause after Redis failed a consumer's read
+NIGHTLY_META = "nightly.last_run"
+
+
+def share_knowledge(workspace: Path, root: Path) -> Path:
+    """Make the shard's ``knowledge/`` a link to ``<cluster.root>/knowledge``: one knowledge base that
+    every shard reads and an admin's writes in any chat change for all (each shard's index notices
+    the change at its next search, as it notices a ``membridge knowledge add`` from another shell)."""
+    shared = root / KNOWLEDGE_DIR
+    shared.mkdir(parents=True, exist_ok=True)
+    link = workspace / KNOWLEDGE_DIR
+    if link.is_symlink():
+        return shared
+    if link.is_dir() and not any(link.iterdir()):
+        link.rmdir()  # an empty one, e.g. made by a `membridge memory sync` before the shard first ran
+    if link.exists():
+        raise ValueError(f"{link} is a knowledge folder of the shard's own; move its pages into {shared} and "
+                         "remove it, so that every shard shares one knowledge base")
+    workspace.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(shared.resolve(), target_is_directory=True)
+    return shared
+
+
+class ShardRunner:
+    """Consume shard ``number``'s stream against its workspace while ``is_held()`` says it is ours."""
+
+    def __init__(self, number: int, config: AppConfig, redis: Redis, *, consumer: str,
+                 channels: dict[str, Channel], slots: asyncio.Semaphore, is_held: Callable[[], bool]) -> None:
+        self.number = number
+        self.keys = Keys(config.cluster.key_prefix)
+        self.stream = self.keys.stream(number)
+        self.redis = redis
+        self.consumer = consumer
+        self.channels = channels
+        self._slots = slots  # the worker's bridge.max_concurrent_chats, shared by its shards
+        self._inflight = asyncio.Semaphore(config.bridge.max_concurrent_chats * 4)  # bounds what is read ahead
+        self._is_held = is_held
+        self._config = config.model_copy(update={"workspace": str(shard_workspace(Path(config.cluster.root), number))})
+        self._stop = asyncio.Event()
+        self._tails: dict[str, asyncio.Task[None]] = {}
+        self._active: set[str] = set()  # entry ids read and not yet finished
+        self._lease_ttl_s = config.cluster.lease_ttl_s
+        self._tasks: list[asyncio.Task[None]] = []
+        self._acks = 0
+        self.services: Services | None = None
+        self._bridge: Bridge | None = None
+        self._ledger: TurnLedger | None = None
+
+    # ---------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Open the workspace (in a thread: SQLite and LanceDB), then consume and keep the nights."""
+        services, plugins = await asyncio.to_thread(self._open)
+        await plugins.start()
+        services.flush_worker.start()
+        self.services = services
+        self._bridge = Bridge(services, list(self.channels.values()), plugins)
+        await self._ensure_group()
+        self._tasks = [asyncio.create_task(self._consume(), name=f"shard:{self.number}"),
+                       asyncio.create_task(services.timer.run_forever(), name=f"shard:{self.number}:nightly")]
+
+    def _open(self) -> tuple[Services, PluginRegistry]:
+        """The blocking part of a start (files, SQLite, LanceDB, imports), kept off the event loop so
+        the worker's lease renewals never wait for it."""
+        share_knowledge(Path(self._config.workspace), Path(self._config.cluster.root))
+        services = Services(self._config)
+        self._ledger = TurnLedger(services.memory.db)
+        services.agent.journal = self._ledger
+        return services, build_plugins(services)
+
+    async def stop(self, grace_s: float) -> None:
+        """Read no more; let turns in flight finish within ``grace_s`` (0 when the lease is already
+        lost: another worker may be answering them), then close the workspace. Unfinished entries
+        stay pending for the next holder."""
+        self._stop.set()
+        pending = [task for task in self._tails.values() if not task.done()]
+        if pending and grace_s > 0:
+            await asyncio.wait(pending, timeout=grace_s)
+        for task in [*self._tails.values(), *self._tasks]:
+            task.cancel()
+        await asyncio.gather(*self._tails.values(), *self._tasks, return_exceptions=True)
+        if self._bridge is not None:
+            await self._bridge.plugins.stop()
+        if self.services is not None:
+            await self.services.aclose()
+
+    async def last_nightly(self) -> str | None:
+        """The day of this shard's last nightly pass, as the shard recorded it."""
+        if self.services is None:
+            return None
+        return await asyncio.to_thread(self.services.memory.storage.get_meta, NIGHTLY_META)
+
+    # ---------------------------------------------------------- consuming
+    async def _ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _consume(self) -> None:
+        """Take over what the previous holder left pending, then read new entries, until stopped.
+
+        Every lease TTL, entries pending that long are claimed again: a previous holder that read
+        after losing its lease (it learns of the loss at its next renewal) leaves them behind."""
+        loop = asyncio.get_running_loop()
+        reclaim_at, idle_ms = 0.0, 0  # the first pass takes every pending entry, however fresh
+        while not self._stop.is_set():
+            try:
+                if loop.time() >= reclaim_at:
+                    await self._reclaim(idle_ms)
+                    reclaim_at, idle_ms = loop.time() + self._lease_ttl_s, int(self._lease_ttl_s * 1000)
+                await self._read()
+            except UNAVAILABLE as exc:
+                log.warning("shard %d: Redis unavailable (%s); reading again in %.0fs", self.number, exc, RETRY_S)
+                await wait_or_stop(self._stop, RETRY_S)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("shard %d: the stream's consumer group is gone (Redis lost its data?); recreating it",
+                            self.number)
+                await self._ensure_group()
+            except Exception:
+                log.exception("shard %d: reading the stream failed; reading again in %.0fs", self.number, RETRY_S)
+                await wait_or_stop(self._stop, RETRY_S)
+
+    async def _reclaim(self, min_idle_ms: int) -> None:
+        """``XAUTOCLAIM`` the entries pending at least ``min_idle_ms`` (any consumer's) and answer
+        those not already in hand, in stream order."""
+        start, claimed = "0-0", 0
+        while not self._stop.is_set():
+            start, entries, *_ = await self.redis.xautoclaim(self.stream, GROUP, self.consumer, min_idle_ms, start,
+                                                             count=READ_BATCH)
+            for entry_id, fields in entries:
+                if entry_id not in self._active and fields is not None:
+                    claimed += 1
+                    await self._inflight.acquire()
+                    self._dispatch(entry_id, fields)
+            if start == "0-0":
+                break
+        if claimed:
+            log.info("shard %d: took over %d pending message(s)", self.number, claimed)
+
+    async def _read(self) -> None:
+        """One XREADGROUP of new entries (waiting up to BLOCK_MS); each is handed to its chat."""
+        reply: Any = await self.redis.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=READ_BATCH,
+                                            block=BLOCK_MS)
+        for entry_id, fields in reply[0][1] if reply else []:
+            await self._inflight.acquire()
+            self._dispatch(entry_id, fields)
+
+    def _dispatch(self, entry_id: str, fields: dict[str, Any]) -> None:
+        """Queue the entry behind its chat's earlier ones; other chats go on in parallel."""
+        try:
+            message = decode_message(fields[FIELD])
+        except (KeyError, TypeError, ValueError) as exc:
+            log.error("shard %d: entry %s is not a message (%s); acknowledged and skipped", self.number, entry_id, exc)
+            self._inflight.release()
+            self._tasks.append(asyncio.create_task(self._ack(entry_id)))
+            return
+        chat = message.chat_key
+        self._active.add(entry_id)
+        task = asyncio.create_task(self._in_order(self._tails.get(chat), entry_id, message), name=f"turn:{chat}")
+        self._tails[chat] = task
+        task.add_done_callback(lambda done: self._tails.pop(chat) if self._tails.get(chat) is done else None)
+
+    async def _in_order(self, previous: asyncio.Task[None] | None, entry_id: str, message: IncomingMessage) -> None:
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            async with self._slots:
+                await self._answer(entry_id, message)
+        except Exception:
+            log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
+        finally:
+            self._active.discard(entry_id)
+            self._inflight.release()
+
+    # ---------------------------------------------------------- one message
+    async def _answer(self, entry_id: str, message: IncomingMessage) -> None:
+        """Answer once (see :mod:`.ledger`), send, record it sent, then acknowledge."""
+        assert self._ledger is not None and self._bridge is not None
+        if not self._is_held():
+            return  # the lease moved: the entry stays pending for the new holder
+        channel = self.channels.get(message.channel)
+        if channel is None:
+            log.error("shard %d: no channel %r is enabled for message %s; acknowledged unanswered",
+                      self.number, message.channel, message.dedupe_key)
+        else:
+            record = await asyncio.to_thread(self._ledger.get, message.dedupe_key)
+            if record is None or record.state is TurnState.STARTED:
+                await self._process(channel, message)
+            elif record.state is TurnState.ANSWERED and record.reply is not None:
+                log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
+                await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
+                                         markdown=record.markdown), message)
+            await asyncio.to_thread(self._ledger.mark_sent, message.dedupe_key)
+        await self._ack(entry_id)
+
+    async def _process(self, channel: Channel, message: IncomingMessage) -> None:
+        assert self._bridge is not None
+        try:
+            await self._bridge.process(channel, message)
+        except Exception:
+            log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
+            with contextlib.suppress(Exception):
+                await channel.send(Reply("Sorry, something went wrong with that message.", markdown=False), message)
+
+    async def _ack(self, entry_id: str) -> None:
+        """XACK, retried while Redis is away (an entry left pending comes back to the next holder, whose
+        ledger says it was sent); every TRIM_EVERY acks, trim what is acknowledged."""
+        while True:
+            try:
+                await self.redis.xack(self.stream, GROUP, entry_id)
+                break
+            except UNAVAILABLE as exc:
+                log.warning("shard %d: Redis unavailable (%s); acknowledging %s again in %.0fs",
+                            self.number, exc, entry_id, RETRY_S)
+                await asyncio.sleep(RETRY_S)  # a back-off between tries, not a test's wait
+        self._acks += 1
+        if self._acks % TRIM_EVERY == 0:
+            await self._trim()
+
+    async def _trim(self) -> None:
+        """Drop entries older than both the oldest pending one and the last delivered one."""
+        with contextlib.suppress(*UNAVAILABLE):
+            pending = await self.redis.xpending(self.stream, GROUP)
+            groups = await self.redis.xinfo_groups(self.stream)
+            delivered = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), None)
+            floor = pending["min"] if pending and pending.get("pending") else delivered
+            if floor:
+                await self.redis.xtrim(self.stream, minid=floor, approximate=True)

@@ -1,0 +1,196 @@
+"""``membridge run --role worker``: hold a fair share of the shards and run them.
+
+Two loops. The lease loop renews this worker's heartbeat and its shard leases every third of
+``cluster.lease_ttl_s``; a lease that could not be renewed is lost, and its shard is dropped at once
+(another worker may already answer it). The balance loop looks at the live workers (their heartbeat
+keys) and takes its share: ``shards // workers`` each, one more for the first ``shards % workers``
+by id. A worker over its share hands the extra shards back (finishing their turns in flight first);
+one under it claims free shards. A dead worker's leases expire, and the others claim its shards and
+``XAUTOCLAIM`` its pending messages. Each status change is one log line: the shards now held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from channels import Channel
+
+from ..app import Services
+from ..config import AppConfig
+from ..logs import STATUS_LOGGER
+from ..runtime import build_channels
+from .connection import UNAVAILABLE, connect, stop_on_signals, wait_or_stop
+from .keys import Keys
+from .leases import Leases, new_holder_id
+from .shard import ShardRunner
+
+log = logging.getLogger(__name__)
+status = logging.getLogger(STATUS_LOGGER)
+
+
+def fair_share(shards: int, workers: list[str], me: str) -> int:
+    """How many shards ``me`` should hold among the live ``workers`` (sorted ids)."""
+    if me not in workers:
+        workers = sorted([*workers, me])
+    base, extra = divmod(shards, len(workers))
+    return base + (1 if workers.index(me) < extra else 0)
+
+
+def compact(numbers: list[int]) -> str:
+    """``0-3,7``: a list of shard numbers for a log line."""
+    runs: list[str] = []
+    for n in sorted(numbers):
+        if runs and runs[-1].split("-")[-1] == str(n - 1):
+            runs[-1] = f"{runs[-1].split('-')[0]}-{n}"
+        else:
+            runs.append(str(n))
+    return ",".join(runs) or "none"
+
+
+class ClusterWorker:
+    def __init__(self, config: AppConfig, redis: Redis, channels: dict[str, Channel]) -> None:
+        self.config = config
+        self.redis = redis
+        self.channels = channels
+        self.id = new_holder_id()
+        self.keys = Keys(config.cluster.key_prefix)
+        self.leases = Leases(redis, self.id, config.cluster.lease_ttl_s)
+        self.interval_s = config.cluster.lease_ttl_s / 3
+        self.runners: dict[int, ShardRunner] = {}
+        self._held: set[int] = set()  # leases we renew: running shards, and those starting or stopping
+        self._slots = asyncio.Semaphore(config.bridge.max_concurrent_chats)
+        self._said = ""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Renew and balance until ``stop``; then hand every shard back."""
+        leases = asyncio.create_task(self._lease_loop(stop), name="cluster-leases")
+        try:
+            while not stop.is_set():
+                try:
+                    await self._heartbeat()
+                    await self._balance()
+                    await self._publish_nightly()
+                except UNAVAILABLE as exc:
+                    log.warning("Redis unavailable (%s); keeping the shards held and looking again in %.1fs",
+                                exc, self.interval_s)
+                self._say()
+                await wait_or_stop(stop, self.interval_s)
+        finally:
+            for number in sorted(self.runners):
+                await self._release(number)
+            leases.cancel()
+            await asyncio.gather(leases, return_exceptions=True)
+            with contextlib.suppress(*UNAVAILABLE):
+                await self.redis.delete(self.keys.worker(self.id))
+
+    # ------------------------------------------------------------- leases
+    async def _heartbeat(self) -> None:
+        info = json.dumps({"pid": os.getpid(), "since": time.time(), "shards": sorted(self.runners)})
+        await self.redis.set(self.keys.worker(self.id), info, px=self.leases.ttl_ms)
+
+    async def _lease_loop(self, stop: asyncio.Event) -> None:
+        while not await wait_or_stop(stop, self.interval_s):
+            try:
+                await self._heartbeat()
+                for number in sorted(self._held):
+                    if not await self.leases.renew(self.keys.lease(number)):
+                        await self._lost(number)
+            except UNAVAILABLE as exc:
+                log.warning("Redis unavailable (%s): leases not renewed; retrying in %.1fs", exc, self.interval_s)
+            except Exception:
+                log.exception("the lease loop failed; it goes on")
+
+    async def _lost(self, number: int) -> None:
+        log.warning("shard %d: lease lost to another worker; dropping it without finishing its turns", number)
+        self._held.discard(number)
+        runner = self.runners.pop(number, None)
+        if runner is not None:
+            await runner.stop(grace_s=0)
+        self._say()
+
+    # ------------------------------------------------------------ balance
+    async def _live_workers(self) -> list[str]:
+        prefix = self.keys.worker("")
+        return sorted({key[len(prefix):] async for key in self.redis.scan_iter(match=self.keys.workers_pattern())})
+
+    async def _balance(self) -> None:
+        shards = self.config.cluster.shards
+        share = fair_share(shards, await self._live_workers(), self.id)
+        while len(self.runners) > share:
+            await self._release(max(self.runners))
+        if len(self.runners) >= share:
+            return
+        owners = await self.redis.mget([self.keys.lease(n) for n in range(shards)])
+        offset = int.from_bytes(self.id.encode(), "little") % shards  # workers start their search apart
+        for n in [(offset + i) % shards for i in range(shards)]:
+            if len(self.runners) >= share:
+                break
+            if owners[n] is None and await self.leases.claim(self.keys.lease(n)):
+                await self._start(n)
+
+    async def _start(self, number: int) -> None:
+        self._held.add(number)
+        runner = ShardRunner(number, self.config, self.redis, consumer=self.id, channels=self.channels,
+                             slots=self._slots, is_held=lambda: number in self._held)
+        try:
+            await runner.start()
+        except Exception:
+            log.exception("shard %d: could not start; releasing it", number)
+            await runner.stop(grace_s=0)
+            self._held.discard(number)
+            await self.leases.release(self.keys.lease(number))
+            return
+        if number not in self._held:  # the lease was lost while the shard opened
+            await runner.stop(grace_s=0)
+            return
+        self.runners[number] = runner
+
+    async def _release(self, number: int) -> None:
+        runner = self.runners.pop(number)
+        await runner.stop(grace_s=self.config.bridge.shutdown_grace_s)
+        self._held.discard(number)
+        with contextlib.suppress(*UNAVAILABLE):
+            await self.leases.release(self.keys.lease(number))
+
+    async def _publish_nightly(self) -> None:
+        """Mirror each held shard's last nightly day (recorded in the shard) for ``cluster status``."""
+        days: dict[Any, Any] = {str(n): day for n, runner in list(self.runners.items()) if (day := await runner.last_nightly())}
+        if days:
+            await self.redis.hset(self.keys.nightly(), mapping=days)
+
+    def _say(self) -> None:
+        """One status line whenever the set of shards held changes (an operator's, and a test's, signal)."""
+        held = compact(list(self.runners))
+        if held != self._said:
+            self._said = held
+            status.info("worker %s holds shards %s", self.id, held)
+
+
+async def run_worker(services: Services) -> None:
+    """Run shards until SIGINT/SIGTERM, answering through the enabled chat channels."""
+    config = services.config.model_copy(deep=True)
+    config.channels.terminal.enabled = False  # answers go to Telegram or Slack, never to this terminal
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    redis = connect(config.cluster)
+    channels = {channel.name: channel for channel in build_channels(Services(config), stop.set)}
+    try:
+        for channel in channels.values():
+            await channel.connect()
+        status.info("worker running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
+                    config.cluster.shards, config.cluster.redis_url)
+        await ClusterWorker(config, redis, channels).run(stop)
+    finally:
+        for channel in channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop()
+        await redis.aclose()
+        status.info("worker stopped")

@@ -1,0 +1,32 @@
+"""Leases against a real redis-server."""
+
+from __future__ import annotations
+
+from bridge.cluster.leases import Leases, holder_pid
+
+
+async def test_only_the_holder_renews_or_releases(redis) -> None:
+    a, b = Leases(redis, "host:1:aa", 30), Leases(redis, "host:2:bb", 30)
+    assert await a.claim("lease:0")
+    assert not await b.claim("lease:0")
+    assert not await b.renew("lease:0")
+    await b.release("lease:0")
+    assert await redis.get("lease:0") == "host:1:aa"
+    assert await a.renew("lease:0")
+    assert 29_000 < await redis.pttl("lease:0") <= 30_000
+    await a.release("lease:0")
+    assert await redis.get("lease:0") is None
+    assert await b.claim("lease:0")
+
+
+async def test_a_lapsed_lease_nobody_took_is_taken_back_on_renewal(redis) -> None:
+    a = Leases(redis, "host:1:aa", 30)
+    assert await a.claim("lease:1")
+    await redis.delete("lease:1")  # as if it expired
+    assert await a.renew("lease:1")
+    assert await redis.get("lease:1") == "host:1:aa"
+
+
+def test_the_holder_names_its_process() -> None:
+    assert holder_pid("vm:4242:abcdef") == 4242
+    assert holder_pid("garbage") is None
