@@ -82,6 +82,7 @@ class ShardRunner:
         self._lease_ttl_s = config.cluster.lease_ttl_s
         self._tasks: list[asyncio.Task[None]] = []
         self._acks = 0
+        self._pruned_after: str | None = None  # the nightly day after which the journal was last pruned
         self.services: Services | None = None
         self._bridge: Bridge | None = None
         self._ledger: TurnLedger | None = None
@@ -95,6 +96,7 @@ class ShardRunner:
         self.services = services
         self._bridge = Bridge(services, list(self.channels.values()), plugins)
         await self._ensure_group()
+        log.info("shard %d: nightly pass next at %s", self.number, f"{services.timer.next_run():%Y-%m-%d %H:%M}")
         self._tasks = [asyncio.create_task(self._consume(), name=f"shard:{self.number}"),
                        asyncio.create_task(services.timer.run_forever(), name=f"shard:{self.number}:nightly")]
 
@@ -123,11 +125,17 @@ class ShardRunner:
         if self.services is not None:
             await self.services.aclose()
 
-    async def last_nightly(self) -> str | None:
-        """The day of this shard's last nightly pass, as the shard recorded it."""
-        if self.services is None:
+    async def follow_nightly(self) -> str | None:
+        """The day of this shard's last nightly pass, as the shard recorded it; the first time a new
+        day shows up, the turn journal drops what it no longer needs (so it never grows without end)."""
+        if self.services is None or self._ledger is None:
             return None
-        return await asyncio.to_thread(self.services.memory.storage.get_meta, NIGHTLY_META)
+        day = await asyncio.to_thread(self.services.memory.storage.get_meta, NIGHTLY_META)
+        if day is not None and day != self._pruned_after:
+            self._pruned_after = day
+            pruned = await asyncio.to_thread(self._ledger.prune)
+            log.info("shard %d: %d answered message id(s) past retention forgotten", self.number, pruned)
+        return day
 
     # ---------------------------------------------------------- consuming
     async def _ensure_group(self) -> None:

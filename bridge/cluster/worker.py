@@ -162,7 +162,7 @@ class ClusterWorker:
 
     async def _publish_nightly(self) -> None:
         """Mirror each held shard's last nightly day (recorded in the shard) for ``cluster status``."""
-        days: dict[Any, Any] = {str(n): day for n, runner in list(self.runners.items()) if (day := await runner.last_nightly())}
+        days: dict[Any, Any] = {str(n): day for n, runner in list(self.runners.items()) if (day := await runner.follow_nightly())}
         if days:
             await self.redis.hset(self.keys.nightly(), mapping=days)
 

@@ -21,8 +21,9 @@ _HOLDS = re.compile(r"worker (\S+) holds shards (\S+)")
 
 
 def cluster_config(tmp_path: Path, *, redis_url: str, llm_url: str, telegram_url: str, shards: int = 8,
-                   lease_ttl_s: float = 2.0, **extra: Any) -> Path:
-    """A config.yaml for every role of one test deployment (Telegram polling, no embeddings)."""
+                   lease_ttl_s: float = 2.0, name: str = "config.yaml", **extra: Any) -> Path:
+    """A config.yaml for the roles of one test deployment (Telegram polling, no embeddings); ``extra``
+    updates top-level sections (``channels={"telegram": {...}}`` replaces that channel's settings)."""
     data: dict[str, Any] = {
         "workspace": str(tmp_path / "unused-workspace"),
         "embedding": {"provider": "none"},
@@ -36,7 +37,7 @@ def cluster_config(tmp_path: Path, *, redis_url: str, llm_url: str, telegram_url
     }
     for key, value in extra.items():
         data[key] = {**data.get(key, {}), **value}
-    path = tmp_path / "config.yaml"
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return path
 
