@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from fakes import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 _HOLDS = re.compile(r"worker (\S+) holds shards (\S+)")
@@ -82,7 +83,7 @@ class Role:
             self._changed.set()
         self._changed.set()
 
-    async def wait_for(self, predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], what: str, timeout: float = HANG_GUARD_S) -> None:
         """Until ``predicate()`` holds after some line of ours (or a check of the caller's own)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -96,7 +97,7 @@ class Role:
             except TimeoutError:
                 pass
 
-    async def wait_line(self, needle: str, timeout: float = 60.0) -> None:
+    async def wait_line(self, needle: str, timeout: float = HANG_GUARD_S) -> None:
         await self.wait_for(lambda: any(needle in line for line in self.lines), f"line with {needle!r}", timeout)
 
     def log(self) -> str:
@@ -117,7 +118,7 @@ class Role:
         return code
 
 
-async def wait_all(roles: list[Role], predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+async def wait_all(roles: list[Role], predicate: Callable[[], bool], what: str, timeout: float = HANG_GUARD_S) -> None:
     """Until ``predicate()`` holds, re-checked whenever any role logs a line."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
