@@ -11,13 +11,15 @@ import getpass
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import date
+from datetime import date, timedelta
 from functools import cached_property
 
 from memory import MemoryManager, Workspace, make_embedder
 from memory.conversations import ConversationStore
-from memory.dream import DeepDream, DreamResult
+from memory.dream import DeepDream, DreamResult, MemoryFile
 from memory.flush import Flusher
+from memory.forgetting import Forgetter
+from memory.forgetting import pending_jobs as pending_forget_jobs
 from memory.knowledge import KnowledgeService
 from memory.portability import Portability
 
@@ -62,8 +64,17 @@ class Services:
 
     @cached_property
     def memory(self) -> MemoryManager:
+        """The memory index; a forget or erase that a crash left half-done is finished first, so
+        nothing reads what was being forgotten."""
         embedder = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
-        return MemoryManager(self.workspace, self.config.memory, embedder=embedder)
+        manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
+        if pending_forget_jobs(manager):
+            Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager)).resume()
+        return manager
+
+    @cached_property
+    def forgetter(self) -> Forgetter:
+        return Forgetter(self.memory, self.conversations, self.dreamer.memory_file)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:
@@ -138,6 +149,18 @@ class Services:
             self.conversations.prune_scheduled, self.config.conversation.keep_scheduled))
         await _step("the MEMORY.md version pruning", self._prune_versions)
         await _step("the embedding cache collection", self._collect_embed_cache)
+        if self.config.memory.retention.daily_days:
+            await _step("the daily memory retention", lambda: self._expire_daily(day))
+
+    async def _expire_daily(self, day: date) -> None:
+        """``memory.retention.daily_days``: each scope's daily files older than that go, with their
+        dream diaries and everything indexed from them, through the forget path (durable, wiped)."""
+        days = self.config.memory.retention.daily_days
+        assert days is not None
+        before = day - timedelta(days=days - 1)  # `day` itself is the newest of the days kept
+        for scope in await asyncio.to_thread(self.workspace.list_scopes):
+            await asyncio.to_thread(self.forgetter.expire, scope, before)
+        log.info("daily memory retention: files dated before %s removed", before)
 
     async def _prune_versions(self) -> None:
         versions = self.config.memory.versions

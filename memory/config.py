@@ -63,6 +63,12 @@ class VersionSettings(StrictSettings):
     max_days: int = Field(default=365, ge=1, le=36500)
 
 
+class RetentionSettings(StrictSettings):
+    """How long daily memory is kept; None (the default) keeps it for good."""
+
+    daily_days: int | None = Field(default=None, ge=1, le=36500)
+
+
 class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -80,4 +86,5 @@ class MemorySettings(StrictSettings):
     vector_cache_mb: int = Field(default=512, ge=0, le=65536)
     embed_cache_grace_days: int = Field(default=7, ge=1, le=3650)
     versions: VersionSettings = Field(default_factory=VersionSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)

@@ -305,6 +305,57 @@ class ConversationStore:
         """Flush jobs by status (pending, done, failed)."""
         return {str(row[0]): int(row[1]) for row in self.db.query("SELECT status, count(*) FROM jobs GROUP BY status")}
 
+    # ------------------------------------------------------------ forgetting
+    def find_text(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[str, str, str]]:
+        """(kind, where, text) of each message and session-summary line of ``scope``'s sessions that
+        ``matches``: kind ``message`` (where: ``session#seq``) or ``summary`` (``session``)."""
+        found = [("message", f"{sid}#{seq}", text) for sid, seq, _turn, text in self._scope_messages(scope) if matches(text)]
+        for sid, summary in self.db.query("SELECT id, summary FROM sessions WHERE scope = ? ORDER BY id", (scope,)):
+            found += [("summary", sid, line) for line in (summary or "").splitlines() if matches(line)]
+        return found
+
+    def forget_text(self, scope: str, matches: Callable[[str], bool]) -> int:
+        """Delete every turn of ``scope``'s sessions that has a matching message (the question, its
+        tool steps and the answer go together, so the model never sees a call without its result),
+        and the matching lines of their summaries and job errors. Returns messages deleted."""
+        rows = self._scope_messages(scope)
+        doomed_turns = {(sid, turn) for sid, _seq, turn, text in rows if matches(text)}
+        doomed = [(sid, seq) for sid, seq, turn, _text in rows if (sid, turn) in doomed_turns]
+        with self.db.transaction() as conn:
+            conn.executemany("DELETE FROM messages WHERE session_id = ? AND seq = ?", doomed)
+            for sid, summary in conn.execute("SELECT id, summary FROM sessions WHERE scope = ?", (scope,)).fetchall():
+                kept = [line for line in (summary or "").splitlines() if not matches(line)]
+                if summary and len(kept) != len(summary.splitlines()):
+                    conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", ("\n".join(kept) or None, sid))
+            for job_id, error in conn.execute("SELECT id, error FROM jobs WHERE scope = ? AND error IS NOT NULL",
+                                              (scope,)).fetchall():
+                if matches(error):
+                    conn.execute("UPDATE jobs SET error = NULL WHERE id = ?", (job_id,))
+        return len(doomed)
+
+    def erase_scope(self, scope: str) -> int:
+        """Delete ``scope``'s sessions, their messages and their jobs; returns messages deleted.
+        A group's sessions have the group's scope, so what a person said there stays there."""
+        with self.db.transaction() as conn:
+            deleted = conn.execute("DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE scope = ?)",
+                                   (scope,)).rowcount
+            conn.execute("DELETE FROM jobs WHERE scope = ?", (scope,))
+            conn.execute("DELETE FROM sessions WHERE scope = ?", (scope,))
+        return int(deleted)
+
+    def _scope_messages(self, scope: str) -> list[tuple[str, int, int, str]]:
+        """(session, seq, turn number, searchable text) of every message of ``scope``, in order."""
+        rows = self.db.query(
+            "SELECT m.session_id, m.seq, m.visible, m.body FROM messages m JOIN sessions s ON s.id = m.session_id"
+            " WHERE s.scope = ? ORDER BY m.session_id, m.seq", (scope,))
+        out: list[tuple[str, int, int, str]] = []
+        turn, session = 0, None
+        for sid, seq, visible, body in rows:
+            turn = 0 if sid != session else turn + int(bool(visible))
+            session = sid
+            out.append((sid, seq, turn, message_text(json.loads(body))))
+        return out
+
     # ----------------------------------------------------------------- jobs
     def pending_jobs(self) -> list[FlushJob]:
         rows = self.db.query(
@@ -400,6 +451,23 @@ class ScopeConversations:
             )
             count += 1
         return len(known), count
+
+
+def message_text(value: object) -> str:
+    """Every string a stored message holds, one per line, tool-call arguments (JSON in a string,
+    where non-ASCII text may be escaped) decoded too: what a search for a text must look through."""
+    if isinstance(value, dict):
+        return "\n".join(message_text(item) for item in value.values())
+    if isinstance(value, list):
+        return "\n".join(message_text(item) for item in value)
+    if not isinstance(value, str):
+        return ""
+    if value[:1] in ("{", "["):
+        try:
+            return value + "\n" + message_text(json.loads(value))
+        except ValueError:
+            pass
+    return value
 
 
 def _has_watermark(columns: Sequence[Sequence[object]]) -> bool:

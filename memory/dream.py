@@ -279,8 +279,36 @@ class MemoryFile:
             if not removed:
                 return [], None
             kept = [line for line in lines if not (_ENTRY_RE.match(line) and needle in line.lower())]
-            version = self.write(scope, "".join(kept).encode("utf-8"), f"forget {text.strip()[:60]!r}")
+            version = self.write(scope, "".join(kept).encode("utf-8"), "forget")  # the text itself is not kept
         return removed, version
+
+    def find_in_versions(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[int, int, str]]:
+        """(version, line number, line) of every matching line of ``scope``'s kept versions."""
+        rows = self.manager.db.query("SELECT id, content FROM memory_versions WHERE scope = ? ORDER BY id", (scope,))
+        return [(vid, number, line) for vid, content in rows
+                for number, line in enumerate(bytes(content).decode("utf-8", "replace").splitlines(), 1) if matches(line)]
+
+    def scrub_versions(self, scope: str, matches: Callable[[str], bool]) -> int:
+        """Remove the matching lines from every kept version of ``scope`` (a revert must not bring a
+        forgotten text back); returns versions changed. Their ids, times and causes stay."""
+        changed = 0
+        with self.manager.lock, self.manager.db.transaction() as conn:
+            rows = conn.execute("SELECT id, content FROM memory_versions WHERE scope = ?", (scope,)).fetchall()
+            for vid, content in rows:
+                lines = bytes(content).decode("utf-8", "replace").splitlines(keepends=True)
+                kept = "".join(line for line in lines if not matches(line))
+                if len(kept) != sum(map(len, lines)):
+                    data = kept.encode("utf-8")
+                    conn.execute("UPDATE memory_versions SET content = ?, sha256 = ?, entries = ? WHERE id = ?",
+                                 (data, hashlib.sha256(data).hexdigest(), count_entries(kept), vid))
+                    changed += 1
+        return changed
+
+    def erase_history(self, scope: str) -> None:
+        """Delete every version of ``scope``'s MEMORY.md and its dream dedupe state."""
+        with self.manager.db.transaction() as conn:
+            conn.execute("DELETE FROM memory_versions WHERE scope = ?", (scope,))
+            conn.execute("DELETE FROM dream_state WHERE scope = ?", (scope,))
 
 
 def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cause: str, data: bytes, file: str) -> int:

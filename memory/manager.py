@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -495,6 +495,29 @@ class MemoryManager:
         if ready or removed_ids:
             self._drop_orphans()
             self.vectors.maintain()
+
+    def unindex(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
+        """Take ``paths`` of ``scope`` out of the index now: chunks, keyword entries, vectors (in
+        the backend and in RAM); returns the text hashes of the chunks removed. The next sync indexes
+        whatever is still on disk. ``erase`` also drops the scope's own vectors that SQLite does not
+        know of and its generation row: nothing of the scope stays."""
+        hashes: list[str] = []
+        with self.lock:
+            with self.storage.write() as conn:
+                removed: list[str] = []
+                for path in sorted(set(paths)):
+                    hashes += [r[0] for r in conn.execute(
+                        "SELECT text_hash FROM chunks WHERE scope = ? AND path = ?", (scope, path))]
+                    removed += self.storage.remove_file(conn, scope, path)
+                generation = self.storage.bump_generations(conn, [scope])[scope]
+                if erase:
+                    self.storage.forget_generation(conn, scope)
+            self._cache_apply(scope, generation, removed=removed)
+            if self.vectors is not None:
+                self.vectors.delete_ids(removed)
+                if erase:
+                    self.vectors.delete_scope(scope)
+        return hashes
 
     def _write_vectors(self, rows: list[VectorRow]) -> None:
         """One batch: the vector backend first, then the chunks marked embedded (in SQLite, the truth).

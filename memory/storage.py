@@ -46,6 +46,8 @@ class Database:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=30000")
         self.conn.execute("PRAGMA foreign_keys=ON")
+        # deleted rows are overwritten with zeros, not left in free space: forgetting is for real
+        self.conn.execute("PRAGMA secure_delete=ON")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -68,6 +70,18 @@ class Database:
     def execute_script(self, script: str) -> None:
         with self.lock:
             self.conn.executescript(script)
+
+    def scrub(self, *, vacuum: bool = True) -> None:
+        """Leave no deleted byte in the database files: VACUUM rewrites every page (free pages and
+        what an older delete left in a page's slack go), then a TRUNCATE checkpoint copies the WAL
+        back and empties it (old frames hold old page images). Raises
+        :class:`sqlite3.OperationalError` when another connection keeps the WAL busy."""
+        with self.lock:
+            if vacuum:
+                self.conn.execute("VACUUM")
+            busy, _frames, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise sqlite3.OperationalError(f"{self.path}: another connection kept the WAL busy; the checkpoint is retried")
 
     def close(self) -> None:
         with self.lock:
@@ -105,6 +119,10 @@ CREATE TABLE IF NOT EXISTS vector_generations (
 """
 
 
+_UNUSED_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS embed_cache_unused (model TEXT NOT NULL, text_hash TEXT NOT NULL,"
+    " since REAL NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID"
+)
 _CACHED_VECTORS = "SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
 
 #: A query whose every term is in more chunks than this is ranked among its newest matches.
@@ -389,6 +407,16 @@ class IndexStorage:
                " AND c.path BETWEEN ? AND ? ORDER BY c.path DESC, c.start_line LIMIT ?")
         return [_stored(row) for row in self.db.query(sql, (*scopes, first_path, last_path, limit))]
 
+    def scope_chunks(self, scope: str) -> list[tuple[str, int, int, str, str]]:
+        """(path, start_line, end_line, text, text_hash) of every chunk of ``scope``."""
+        rows = self.db.query("SELECT path, start_line, end_line, text, text_hash FROM chunks WHERE scope = ?"
+                             " ORDER BY path, start_line", (scope,))
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def forget_generation(self, conn: sqlite3.Connection, scope: str) -> None:
+        """Drop an erased scope's generation row (readers then see 0 and reload an empty scope)."""
+        conn.execute("DELETE FROM vector_generations WHERE scope = ?", (scope,))
+
     def all_chunk_ids(self) -> set[str]:
         return {r[0] for r in self.db.query("SELECT id FROM chunks")}
 
@@ -614,6 +642,13 @@ class IndexStorage:
             log.warning("FTS integrity check failed: %s", exc)
             return False
 
+    def merge_keyword_indexes(self) -> None:
+        """Merge each FTS5 index into one segment: a deleted chunk's terms stay in the old segments
+        (under a delete marker) until a merge drops them, so forgetting is not done before this."""
+        with self.db.transaction() as conn:
+            for table in ("chunks_fts", "chunks_tri"):
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
     def rebuild_fts(self) -> None:
         """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database."""
         with self.db.transaction() as conn:
@@ -652,6 +687,20 @@ class IndexStorage:
             ((model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()),
         )
 
+    def drop_cached_vectors(self, conn: sqlite3.Connection, hashes: Sequence[str]) -> int:
+        """Delete the cached vectors of ``hashes`` that no chunk uses any more (inside a write);
+        returns rows deleted. A vector another scope's chunk still uses stays: it is that chunk's."""
+        used = {row[0] for row in _rows_in(conn.execute, "SELECT DISTINCT text_hash FROM chunks WHERE text_hash IN ({marks})",
+                                           hashes)}
+        models = [row[0] for row in conn.execute("SELECT DISTINCT model FROM embed_cache")]
+        doomed = [(model, h) for model in models for h in sorted(set(hashes) - used)]  # by primary key
+        conn.execute(_UNUSED_SCHEMA)
+        before = conn.total_changes
+        conn.executemany("DELETE FROM embed_cache WHERE model = ? AND text_hash = ?", doomed)
+        deleted = conn.total_changes - before
+        conn.executemany("DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", doomed)
+        return deleted
+
     def collect_embed_cache(self, grace_days: float, now: float | None = None) -> tuple[int, int]:
         """Delete cached vectors that no chunk uses and that have been unused for ``grace_days``;
         returns (rows deleted, rows left).
@@ -666,10 +715,7 @@ class IndexStorage:
         now = time.time() if now is None else now
         cutoff = now - grace_days * 86400
         with self.db.transaction() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS embed_cache_unused (model TEXT NOT NULL, text_hash TEXT NOT NULL,"
-                " since REAL NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID"
-            )
+            conn.execute(_UNUSED_SCHEMA)
             used = set(conn.execute("SELECT DISTINCT text_hash, vec_model FROM chunks"))
             cached = conn.execute("SELECT model, text_hash FROM embed_cache").fetchall()
             unused = {(m, h) for m, h in cached if (h, m) not in used and (h, None) not in used}

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import shutil
 import threading
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,6 +64,14 @@ class VectorBackend(ABC):
 
     def maintain(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Background upkeep (an ANN index past a size); optional."""
+
+    def delete_scope(self, scope: str) -> None:
+        """Remove every vector of ``scope`` (an erase; orphans a crash left included). Optional for a
+        backend whose ids are all known to SQLite."""
+
+    def purge(self) -> None:
+        """Make deletions physical: old versions and files still holding deleted vectors go. Optional
+        for a backend that deletes in place."""
 
 
 def sql_quote(value: str) -> str:
@@ -147,6 +156,29 @@ class LanceDBBackend(VectorBackend):
                 batch = ids[start : start + 1000]
                 table.delete("id IN (" + ",".join(sql_quote(i) for i in batch) + ")")
             self._writes_since_optimize += 1
+
+    def delete_scope(self, scope: str) -> None:
+        with self._lock:
+            table = self._open()
+            if table is not None:
+                table.delete(f"scope = {sql_quote(scope)}")
+                self._writes_since_optimize += 1
+
+    def purge(self) -> None:
+        """Compact (a fragment with deleted rows is rewritten without them) and remove every older
+        version's files at once. The scope index is rebuilt first: a bitmap index keeps the values
+        of deleted rows (a scope's name) as keys. A background ANN build is waited for: it writes
+        files of its own."""
+        self.wait_for_index()
+        with self._lock:
+            table = self._open()
+            if table is not None:
+                if "BITMAP" in self._index_types(table):
+                    table.create_scalar_index("scope", index_type="BITMAP", replace=True)
+                with warnings.catch_warnings():  # "removes every version": that is the point, under the lock
+                    warnings.simplefilter("ignore", UserWarning)
+                    table.optimize(cleanup_older_than=timedelta(0))
+                self._writes_since_optimize = 0
 
     def search(
         self, vector: np.ndarray, scopes: Sequence[str], limit: int, *, exact: bool = False

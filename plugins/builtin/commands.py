@@ -17,6 +17,7 @@ from channels.base import OutgoingFile, Reply
 from memory import MemoryManager
 from memory.conversations import ConversationStore
 from memory.dream import DeepDream, DreamResult
+from memory.forgetting import Forgetter
 from memory.knowledge import KnowledgeService
 from memory.portability import Portability, PortabilityError
 
@@ -31,13 +32,16 @@ HELP = """Commands:
 /memory dream [days]: distil the last days (1-30, default 3) into MEMORY.md now
 /memory history: MEMORY.md versions
 /memory revert [VERSION]: restore a version (admins)
-/memory forget TEXT: remove entries containing TEXT
+/memory forget TEXT: list everywhere TEXT is remembered; /memory forget! TEXT forgets it for good
+/memory forget-me: (direct chat) what I keep about you; /memory forget-me! erases it all
 /memory export: all I remember about you, as a zip file (direct messages only)
 /clear: start a fresh conversation (history stays saved)
 /knowledge list | /knowledge search QUERY
 /help: this list"""
 
-MEMORY_USAGE = "Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget TEXT | export"
+MEMORY_USAGE = ("Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget[!] TEXT"
+                " | forget-me[!] | export")
+FORGET_LISTING = 20
 _EXPORT_KINDS = (("memory_md", "MEMORY.md"), ("versions", "MEMORY.md versions"), ("daily_files", "daily files"),
                  ("dream_diaries", "dream diaries"), ("other_files", "other files"), ("messages", "messages"))
 EXPORT_IN_GROUP = ("I only send an export in a direct message: it holds everything I remember about you, and "
@@ -50,6 +54,7 @@ class CommandHost(Protocol):
     memory: MemoryManager
     conversations: ConversationStore
     dreamer: DeepDream
+    forgetter: Forgetter
     knowledge: KnowledgeService
     portability: Portability
 
@@ -99,7 +104,8 @@ class CommandsPlugin(Plugin):
         sub, _, arg = rest.partition(" ")
         handlers: dict[str, Handler] = {
             "show": self._show, "search": self._search, "dream": self._dream, "history": self._history,
-            "revert": self._revert, "forget": self._forget, "export": self._export,
+            "revert": self._revert, "forget": self._forget, "forget!": self._forget_now,
+            "forget-me": self._forget_me, "forget-me!": self._forget_me_now, "export": self._export,
         }
         handler = handlers.get(sub.lower())
         return await handler(ctx, arg.strip()) if handler else MEMORY_USAGE
@@ -162,15 +168,45 @@ class CommandsPlugin(Plugin):
             f"MEMORY.md restored (now v{new_version}); the content was already the same."
 
     async def _forget(self, ctx: EventContext, arg: str) -> str:
-        if not arg:
-            return "Usage: /memory forget TEXT"
-        if ctx.message.chat_type != "direct" and not ctx.is_admin:
-            return "Sorry, in a group only an admin can make me forget things."
+        """The dry run: where the text lives, per place with file:line; nothing changes yet."""
+        refusal = _forget_refusal(ctx, arg)
+        if refusal:
+            return refusal
         host: CommandHost = ctx.host
-        removed, version = await asyncio.to_thread(host.dreamer.memory_file.forget, ctx.scope, arg)
-        if not removed:
-            return f"No memory entry contains “{arg}”."
-        return f"Forgot {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} (v{version}):\n" + "\n".join(removed)
+        found = await asyncio.to_thread(host.forgetter.find, ctx.scope, arg)
+        if not found.matches:
+            return f"Nothing I remember here contains “{arg}”."
+        return (f"“{arg}” is in:\n{found.listing(FORGET_LISTING, 80)}\n"
+                f"Send /memory forget! {arg} to forget all of it for good (it cannot be undone).")
+
+    async def _forget_now(self, ctx: EventContext, arg: str) -> str:
+        refusal = _forget_refusal(ctx, arg)
+        if refusal:
+            return refusal
+        host: CommandHost = ctx.host
+        found = await asyncio.to_thread(host.forgetter.forget, ctx.scope, arg)
+        if not found.matches:
+            return f"Nothing I remember here contains “{arg}”."
+        places = ", ".join(f"{count} in {place}" for place, count in found.counts().items())
+        return f"Forgotten for good: {places}."
+
+    async def _forget_me(self, ctx: EventContext, arg: str) -> str:
+        if ctx.message.chat_type != "direct":
+            return "Send /memory forget-me to me in a direct message: it erases your own memory, not this chat's."
+        host: CommandHost = ctx.host
+        holdings = await asyncio.to_thread(host.forgetter.holdings, ctx.scope)
+        if not any(holdings.values()):
+            return "I keep nothing about you."
+        kept = ", ".join(f"{count} {what}" for what, count in holdings.items() if count)
+        return (f"I keep about you: {kept}. Send /memory forget-me! to erase all of it for good. What you said in "
+                "groups stays in those groups' memory (an admin there can /memory forget it).")
+
+    async def _forget_me_now(self, ctx: EventContext, arg: str) -> str:
+        if ctx.message.chat_type != "direct":
+            return "Send /memory forget-me! to me in a direct message: it erases your own memory, not this chat's."
+        host: CommandHost = ctx.host
+        await asyncio.to_thread(host.forgetter.erase, ctx.scope)
+        return "Done: everything I kept about you is erased. I start from nothing."
 
     async def _export(self, ctx: EventContext, arg: str) -> str | Reply:
         """The sender's own scope as a zip document, in a direct chat only (a group would see it)."""
@@ -208,6 +244,14 @@ class CommandsPlugin(Plugin):
 
 def _answer(ctx: EventContext, text: str) -> Reply:
     return Reply(text, thread_id=ctx.message.thread_id, reply_to=ctx.message.message_id)
+
+
+def _forget_refusal(ctx: EventContext, arg: str) -> str | None:
+    if not arg:
+        return "Usage: /memory forget TEXT (then /memory forget! TEXT to confirm)"
+    if ctx.message.chat_type != "direct" and not ctx.is_admin:
+        return "Sorry, in a group only an admin can make me forget things."
+    return None
 
 
 def _quote(text: str, limit: int = 300) -> str:

@@ -415,7 +415,7 @@ async def test_without_an_llm_the_chat_saves_notes_and_answers_with_search_resul
     scope_dir = tmp_path / "ws" / "scopes" / "terminal-alice"
     scope_dir.mkdir(parents=True)
     (scope_dir / "MEMORY.md").write_text("- has a cat\n- likes tea\n")
-    chat = "I like green tea from Kyoto\nwhat tea do I like?\n/memory forget cat\n/memory revert\n"
+    chat = "I like green tea from Kyoto\nwhat tea do I like?\n/memory forget! cat\n/memory revert\n"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bridge", "--config", str(config_file(llm={})), "chat", cwd=ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -433,9 +433,9 @@ async def test_without_an_llm_the_chat_saves_notes_and_answers_with_search_resul
     assert lines[3] == "Memory search results (no language model is connected, so this is not an AI answer):"
     assert lines[4].startswith("1. ") and lines[5].startswith("2. ")
     assert any(f". - I like green tea from Kyoto (memory/{today}.md:1, score 0." in line for line in lines[4:6])
-    assert "Forgot 1 entry" in out.decode()
-    assert "MEMORY.md restored" in out.decode() and "only an admin" not in out.decode()  # the terminal user may
-    assert (scope_dir / "MEMORY.md").read_text() == "- has a cat\n- likes tea\n"
+    assert "Forgotten for good: 1 in memory files" in out.decode()
+    assert "has no earlier version" in out.decode() and "only an admin" not in out.decode()  # the terminal user may
+    assert (scope_dir / "MEMORY.md").read_text() == "- likes tea\n"  # a revert cannot bring it back
 
 
 async def test_logging_as_json_to_a_file(config_file, tmp_path) -> None:

@@ -123,14 +123,20 @@ async def test_memory_commands_show_search_forget_clear_and_usage(bot, fake_llm)
     bridge, channel = await bot()
     await asyncio.to_thread(bridge.services.dreamer.memory_file.write, "telegram-42",
                             b"- likes tea\n- lives in Porto\n", "test")
-    for text in ("/memory show", "/memory search Porto", "/memory forget porto", "/memory show", "/memory bogus",
-                 "/clear", "/nope"):
+    for text in ("/memory show", "/memory search Porto", "/memory forget porto", "/memory forget! porto",
+                 "/memory show", "/memory bogus", "/clear", "/nope"):
         await channel.push(dm(text))
-    await channel.wait_sent(7)
-    show, search, forget, show_after, usage, clear, unknown = channel.texts()
+    await channel.wait_sent(8)
+    show, search, listing, forget, show_after, usage, clear, unknown = channel.texts()
     assert show == "MEMORY.md:\n- likes tea\n- lives in Porto"
     assert search.startswith("1. MEMORY.md:1") and "> - lives in Porto" in search
-    assert forget.startswith("Forgot 1 entry") and show_after == "MEMORY.md:\n- likes tea"
+    assert listing.splitlines() == [
+        "“porto” is in:", "memory files: 1; MEMORY.md versions: 1; index: 1",
+        "  memory files  MEMORY.md:2  - lives in Porto", "  MEMORY.md versions  MEMORY.md v1:2  - lives in Porto",
+        "  index  MEMORY.md:1-2  - likes tea - lives in Porto",
+        "Send /memory forget! porto to forget all of it for good (it cannot be undone)."]
+    assert forget == "Forgotten for good: 1 in memory files, 1 in MEMORY.md versions, 1 in index."
+    assert show_after == "MEMORY.md:\n- likes tea"
     assert usage.startswith("Usage: /memory show")
     assert clear.startswith("Context cleared") and unknown.startswith("Unknown command /nope")
     assert fake_llm.requests == []

@@ -1,0 +1,304 @@
+"""Forget a text in one scope, erase a whole scope, or age out old daily files: for real.
+
+A text lives in many places: the scope's files (MEMORY.md, daily files, dream diaries), the
+versions of MEMORY.md, the conversation store (messages, session summaries), the index (chunks,
+both FTS5 indexes, cached vectors, LanceDB rows and their old versions, the RAM vector cache), and
+the free pages and WAL of ``index.db``. Each forget, erase or expiry is a recorded job, run in two
+phases, each safe to run again from the start:
+
+1. ``remove`` (under the workspace lock, so no sync or flush interleaves): the index first (a search
+   stops finding the text at once), then the files and versions, then the conversation store;
+   then the job forgets the text it was given (phase ``wipe``, text NULL), in one transaction.
+2. ``wipe``: the rewritten files are indexed again, the keyword indexes merged (FTS5 keeps a deleted
+   term in its old segments until then), LanceDB compacted with every older version removed, and
+   the database vacuumed and its WAL truncated. Then the job row goes.
+
+A SIGKILL anywhere leaves the job recorded; :meth:`Forgetter.resume` (run when the memory is
+opened) finishes it before anything reads. Matching is case-insensitive on the text as typed; a
+line (of a file or a version), a conversation turn or a summary line that holds it goes whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from .conversations import ConversationStore, ScopeConversations
+from .dream import MemoryFile
+from .files import atomic_write, fsync_dir, read_text
+from .manager import MemoryManager
+from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date, validate_scope
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS forget_jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, scope TEXT NOT NULL, needle TEXT,
+    phase TEXT NOT NULL DEFAULT 'remove', created_at REAL NOT NULL
+);
+"""
+
+#: The places a match is counted in, in the order a listing shows them.
+PLACES = ("memory files", "dream diaries", "MEMORY.md versions", "messages", "session summaries", "index")
+
+
+class NothingToForget(ValueError):
+    """An empty or blank text: it would match everything."""
+
+
+@dataclass(frozen=True)
+class Match:
+    place: str  # one of PLACES
+    where: str  # file:line, "MEMORY.md v3:2", "session#seq", a chunk's path:start-end
+    text: str
+
+
+@dataclass
+class Findings:
+    """What a forget would remove (a dry run), or did remove."""
+
+    scope: str
+    matches: list[Match] = field(default_factory=list)
+    done: bool = False
+
+    def counts(self) -> dict[str, int]:
+        counted = Counter(match.place for match in self.matches)
+        return {place: counted[place] for place in PLACES if counted[place]}
+
+    def listing(self, limit: int = 50, width: int = 100) -> str:
+        """Counts per place, then each match as ``place  where  text`` (the first ``limit``)."""
+        if not self.matches:
+            return "nothing matches"
+        lines = ["; ".join(f"{place}: {count}" for place, count in self.counts().items())]
+        for match in self.matches[:limit]:
+            text = " ".join(match.text.split())  # a chunk's lines on one line
+            text = text if len(text) <= width else text[: width - 1] + "…"
+            lines.append(f"  {match.place}  {match.where}  {text}")
+        if len(self.matches) > limit:
+            lines.append(f"  … and {len(self.matches) - limit} more")
+        return "\n".join(lines)
+
+
+def _matcher(text: str) -> Callable[[str], bool]:
+    needle = text.strip().lower()
+    if not needle:
+        raise NothingToForget("say what to forget: the text is empty")
+    return lambda haystack: needle in haystack.lower()
+
+
+class Forgetter:
+    """Runs forget, erase and expiry jobs on one workspace; thread-safe through the workspace lock."""
+
+    def __init__(self, memory: MemoryManager, conversations: ConversationStore, memory_file: MemoryFile) -> None:
+        self.memory = memory
+        self.conversations = conversations
+        self.memory_file = memory_file
+        memory.db.execute_script(SCHEMA)
+
+    # ------------------------------------------------------------ the front
+    def find(self, scope: str, text: str) -> Findings:
+        """Every place ``text`` lives in ``scope``, with file:line: the dry run."""
+        validate_scope(scope)
+        matches = _matcher(text)
+        found = Findings(scope)
+        for path, relative in self._files(scope):
+            place = "dream diaries" if _is_diary(relative) else "memory files"
+            for number, line in enumerate(read_text(path).splitlines(), 1):
+                if matches(line):
+                    found.matches.append(Match(place, f"{relative}:{number}", line.strip()))
+        for version, number, line in self.memory_file.find_in_versions(scope, matches):
+            found.matches.append(Match("MEMORY.md versions", f"MEMORY.md v{version}:{number}", line.strip()))
+        for kind, where, line in self.conversations.find_text(scope, matches):
+            found.matches.append(Match("messages" if kind == "message" else "session summaries", where, line.strip()))
+        for path, start, end, chunk, _hash in self.memory.storage.scope_chunks(scope):
+            if matches(chunk):
+                found.matches.append(Match("index", f"{path}:{start}-{end}", chunk.strip()))
+        return found
+
+    def forget(self, scope: str, text: str) -> Findings:
+        """Remove ``text`` from every place in ``scope``; returns what was found (and is now gone)."""
+        found = self.find(scope, text)
+        self._run(self._record("forget", scope, text.strip()))
+        found.done = True
+        return found
+
+    def holdings(self, scope: str) -> dict[str, int]:
+        """What an erase of ``scope`` would remove, counted: files, index chunks, MEMORY.md versions,
+        sessions and messages (all 0: nothing is stored for it)."""
+        validate_scope(scope)
+        base = self.memory.workspace.scope_dir(scope)
+        files = sum(1 for _ in self._files(scope)) if base == self.memory.workspace.root else (
+            sum(1 for p in base.rglob("*") if p.is_file()) if base.is_dir() else 0)
+        sessions, messages = ScopeConversations(self.conversations, scope).counts()
+        return {"files": files, "chunks": self.memory.storage.count_chunks(scope),
+                "versions": len(self.memory_file.versions(scope)), "sessions": sessions, "messages": messages}
+
+    def erase(self, scope: str) -> None:
+        """Remove ``scope`` whole: files, index rows, vectors, cached vectors, versions, sessions,
+        messages and jobs. Other scopes are not touched."""
+        validate_scope(scope)
+        self._run(self._record("erase", scope, None))
+
+    def expire(self, scope: str, before: date) -> bool:
+        """Remove the daily files of ``scope`` dated before ``before``, their dream diaries and
+        everything indexed from them (``memory.retention.daily_days``); False when none was there."""
+        validate_scope(scope)
+        if not any(self._old_days(scope, before)):
+            return False
+        self._run(self._record("expire", scope, before.isoformat()))
+        return True
+
+    def resume(self) -> int:
+        """Finish every job a crash left; returns how many."""
+        rows = self.memory.db.query("SELECT id FROM forget_jobs ORDER BY id")
+        for row in rows:
+            log.info("finishing forget job %d, left unfinished by an earlier run", row[0])
+            self._run(int(row[0]))
+        return len(rows)
+
+    # ---------------------------------------------------------------- jobs
+    def _record(self, kind: str, scope: str, needle: str | None) -> int:
+        with self.memory.db.transaction() as conn:
+            cursor = conn.execute("INSERT INTO forget_jobs (kind, scope, needle, created_at) VALUES (?, ?, ?, ?)",
+                                  (kind, scope, needle, time.time()))
+            return int(cursor.lastrowid or 0)
+
+    def _run(self, job_id: int) -> None:
+        rows = self.memory.db.query("SELECT kind, scope, needle, phase FROM forget_jobs WHERE id = ?", (job_id,))
+        if not rows:
+            return
+        kind, scope, needle, phase = rows[0]
+        if phase == "remove":
+            with self.memory.lock:
+                self._remove(kind, scope, needle)
+                with self.memory.db.transaction() as conn:  # the text goes from the job row too
+                    conn.execute("UPDATE forget_jobs SET phase = 'wipe', needle = NULL WHERE id = ?", (job_id,))
+        self._wipe(scope)
+        with self.memory.db.transaction() as conn:  # secure_delete zeroes the row; the WAL is emptied next
+            conn.execute("DELETE FROM forget_jobs WHERE id = ?", (job_id,))
+        self.memory.db.scrub(vacuum=False)
+
+    def _remove(self, kind: str, scope: str, needle: str | None) -> None:
+        if kind == "forget":
+            assert needle is not None
+            self._remove_text(scope, _matcher(needle))
+        elif kind == "erase":
+            self._remove_scope(scope)
+        else:
+            self._remove_days(scope, date.fromisoformat(needle or ""))
+
+    def _remove_text(self, scope: str, matches: Callable[[str], bool]) -> None:
+        """Files and versions first, then the index follows them by an ordinary sync (only the
+        chunks whose text changed are rewritten, in place); a chunk that still holds the text
+        after it (the sync failed, or a file was edited since it was indexed) takes its file out of
+        the index until the next sync."""
+        doomed = sorted({text_hash for _p, _s, _e, text, text_hash in self.memory.storage.scope_chunks(scope)
+                         if matches(text)})
+        for path, relative in self._files(scope):
+            _rewrite_without(path, matches, keep_lines=relative != MEMORY_FILE)
+        self.memory_file.scrub_versions(scope, matches)
+        self.conversations.forget_text(scope, matches)
+        report = self.memory.sync(scope)
+        if not report.ok:
+            log.warning("re-indexing %s during a forget failed (%s); its files leave the index until the next sync",
+                        scope, report.error)
+        stale = {path for path, _s, _e, text, _h in self.memory.storage.scope_chunks(scope) if matches(text)}
+        if stale:
+            self.memory.unindex(scope, stale)
+        with self.memory.storage.write() as conn:
+            self.memory.storage.drop_cached_vectors(conn, doomed)
+
+    def _remove_scope(self, scope: str) -> None:
+        indexed = [path for (_scope, path) in self.memory.storage.files(scope)]
+        indexed += [path for path, *_rest in self.memory.storage.scope_chunks(scope)]
+        hashes = self.memory.unindex(scope, indexed, erase=True)
+        with self.memory.storage.write() as conn:
+            self.memory.storage.drop_cached_vectors(conn, hashes)
+        self.memory_file.erase_history(scope)
+        self.conversations.erase_scope(scope)
+        self._delete_scope_files(scope)
+
+    def _old_days(self, scope: str, before: date) -> tuple[list[tuple[Path, str]], list[str]]:
+        """The files dated before ``before`` on disk, and those in the index."""
+        old = [(path, relative) for path, relative in self._files(scope) if _dated_before(relative, before)]
+        return old, [path for (_scope, path) in self.memory.storage.files(scope) if _dated_before(path, before)]
+
+    def _remove_days(self, scope: str, before: date) -> None:
+        old, indexed = self._old_days(scope, before)
+        hashes = self.memory.unindex(scope, indexed + [relative for _p, relative in old])
+        with self.memory.storage.write() as conn:
+            self.memory.storage.drop_cached_vectors(conn, hashes)
+        for path, _relative in old:
+            path.unlink(missing_ok=True)
+            fsync_dir(path.parent)
+
+    def _delete_scope_files(self, scope: str) -> None:
+        base = self.memory.workspace.scope_dir(scope)
+        if base == self.memory.workspace.root:  # memory.scope: global, the scope is the root's memory files
+            for path, _relative in self._files(scope):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(base / DAILY_DIR, ignore_errors=True)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+        fsync_dir(base.parent)
+
+    def _wipe(self, scope: str) -> None:
+        """Make every deletion physical."""
+        self.memory.finish_indexing()
+        self.memory.storage.merge_keyword_indexes()
+        if self.memory.vectors is not None:
+            with self.memory.lock:
+                self.memory.vectors.purge()
+        self.memory.db.scrub()  # busy: the job stays recorded, and the next start retries
+
+    # --------------------------------------------------------------- files
+    def _files(self, scope: str) -> Iterator[tuple[Path, str]]:
+        """(path, path relative to the scope folder) of MEMORY.md and everything under memory/
+        (daily files, dream diaries, a killed writer's temp files), sorted."""
+        base = self.memory.workspace.scope_dir(scope)
+        memory_md = base / MEMORY_FILE
+        candidates = [memory_md] if memory_md.is_file() else []
+        daily = base / DAILY_DIR
+        candidates += sorted(p for p in daily.rglob("*") if p.is_file() and not p.is_symlink()) if daily.is_dir() else []
+        candidates += sorted(base.glob(f".{MEMORY_FILE}.*.tmp"))
+        for path in candidates:
+            yield path, path.relative_to(base).as_posix()
+
+
+def _is_diary(relative: str) -> bool:
+    return relative.startswith(f"{DAILY_DIR}/{DREAMS_DIR}/")
+
+
+def _dated_before(relative: str, before: date) -> bool:
+    """A daily file or dream diary (``memory/[dreams/]YYYY-MM-DD.md``) dated before ``before``."""
+    name = relative.replace(f"{DAILY_DIR}/{DREAMS_DIR}/", f"{DAILY_DIR}/", 1)
+    day = dated_file_date(name)
+    return day is not None and name.count("/") == 1 and date(*day) < before
+
+
+def _rewrite_without(path: Path, matches: Callable[[str], bool], *, keep_lines: bool) -> None:
+    """Replace ``path`` atomically without its matching lines (emptied when ``keep_lines``, so the
+    other lines keep their numbers and their chunks their ids: only the chunks that held the text
+    change in the index); delete it when nothing is left. An untouched file is not rewritten."""
+    lines = read_text(path).splitlines(keepends=True)
+    kept = [("\n" if keep_lines else "") if matches(line) else line for line in lines]
+    if kept == lines:
+        return
+    if any(line.strip() for line in kept):
+        atomic_write(path, "".join(kept).encode("utf-8"))
+    else:
+        path.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+
+
+def pending_jobs(memory: MemoryManager) -> int:
+    """How many forget jobs are recorded and unfinished (0 before the first forget ever)."""
+    if not memory.db.query("SELECT 1 FROM sqlite_master WHERE name = 'forget_jobs'"):
+        return 0
+    return int(memory.db.query("SELECT count(*) FROM forget_jobs")[0][0])

@@ -1,0 +1,96 @@
+"""Forget and erase on the real stores: every byte under the workspace is read back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import date
+
+import pytest
+
+from memory import MemoryManager
+from memory.conversations import ConversationStore
+from memory.dream import MemoryFile
+from memory.forgetting import Forgetter, NothingToForget
+from support.forgetting import occurrences, plant
+
+ASCII = "Zorblaxquint"
+CHINESE = "紫藤萝瀑布"
+
+
+@pytest.fixture
+def stack(make_manager: Callable[..., MemoryManager]) -> Iterator[tuple[MemoryManager, Forgetter]]:
+    manager = make_manager()
+    yield manager, Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager))
+
+
+@pytest.mark.parametrize("token", [ASCII, CHINESE])
+def test_forget_leaves_no_byte_of_the_text_anywhere(stack, token: str) -> None:
+    manager, forgetter = stack
+    plant(manager, forgetter, "alice", token)
+    plant(manager, forgetter, "bob", token)
+    root = manager.workspace.root
+    assert manager.search(token, "alice")
+    found = forgetter.find("alice", token.lower())
+    assert found.counts() == {"memory files": 2, "dream diaries": 1, "MEMORY.md versions": 2,
+                              "messages": 2, "session summaries": 1, "index": 2}
+    assert "memory/dreams/2026-12-01.md:2" in {m.where for m in found.matches}
+    assert occurrences(root, token)  # the dry run changed nothing
+
+    forgetter.forget("alice", token.lower())
+
+    left = occurrences(root, token)
+    assert all(path.startswith("scopes/bob/") or path == "index.db" for path in left), left
+    assert [r.text for r in manager.search(token, "alice") if token in r.text] == []
+    assert forgetter.find("alice", token).matches == []
+    assert manager.search(token, "bob")  # another scope keeps its own
+    assert [r.text.strip() for r in manager.search("green tea", "alice")] == ["- likes green tea"]  # its line kept its place
+    for version in forgetter.memory_file.versions("alice"):
+        assert token.lower().encode() not in forgetter.memory_file.content("alice", version.id).lower()
+    history = ConversationStore(manager.db).context_messages("alice|chat")
+    assert history == []  # the turn with the token (and its tool steps) went whole; the first one was trimmed
+    assert ConversationStore(manager.db).messages_between("alice|chat", 1, 9)[0]["content"] == "hello there"
+    forgetter.erase("bob")
+    assert occurrences(root, token) == {}
+
+
+def test_erase_removes_the_scope_and_leaves_others_byte_identical(stack) -> None:
+    manager, forgetter = stack
+    plant(manager, forgetter, "alice", ASCII)
+    plant(manager, forgetter, "bob", CHINESE)
+    bob_files = {p: p.read_bytes() for p in (manager.workspace.scopes_dir / "bob").rglob("*") if p.is_file()}
+    bob_search = [(r.path, r.text) for r in manager.search(CHINESE, "bob")]
+    bob_messages = ConversationStore(manager.db).messages_between("bob|chat", 1, 9)
+
+    forgetter.erase("alice")
+
+    assert not (manager.workspace.scopes_dir / "alice").exists()
+    assert occurrences(manager.workspace.root, "alice") == {}  # no row, vector, path or session names it
+    assert manager.storage.count_chunks("alice") == 0
+    assert {p: p.read_bytes() for p in (manager.workspace.scopes_dir / "bob").rglob("*") if p.is_file()} == bob_files
+    assert [(r.path, r.text) for r in manager.search(CHINESE, "bob")] == bob_search
+    assert ConversationStore(manager.db).messages_between("bob|chat", 1, 9) == bob_messages
+    assert forgetter.memory_file.versions("alice") == []
+
+
+def test_expire_drops_old_daily_files_and_what_came_of_them(stack) -> None:
+    manager, forgetter = stack
+    ws = manager.workspace
+    for day, text in (("2026-10-01", f"- old {ASCII} note"), ("2026-11-30", "- recent note")):
+        ws.daily_file("alice", day).parent.mkdir(parents=True, exist_ok=True)
+        ws.daily_file("alice", day).write_text(text + "\n", encoding="utf-8")
+    (ws.dreams_dir("alice")).mkdir(parents=True)
+    (ws.dreams_dir("alice") / "2026-10-01.md").write_text(f"dreamt of {ASCII}\n", encoding="utf-8")
+    assert manager.sync("alice").ok
+
+    assert forgetter.expire("alice", date(2026, 11, 1))
+    assert not forgetter.expire("alice", date(2026, 11, 1))  # nothing older left: no job, no vacuum
+
+    assert sorted(p.name for p in ws.daily_dir("alice").rglob("*.md")) == ["2026-11-30.md"]
+    assert occurrences(ws.root, ASCII) == {}
+    assert [r.text for r in manager.search("recent note", "alice")] == ["- recent note"]
+
+
+def test_a_blank_text_is_refused(stack) -> None:
+    _manager, forgetter = stack
+    with pytest.raises(NothingToForget):
+        forgetter.find("alice", "  ")

@@ -1,0 +1,48 @@
+"""Plant a token in every place a scope keeps text, for the forget tests (in-process and killed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memory import MemoryManager
+from memory.forgetting import Forgetter
+
+
+def plant(manager: MemoryManager, forgetter: Forgetter, scope: str, token: str) -> None:
+    """The token in a daily file, MEMORY.md and two versions, a dream diary, a user message, a tool
+    call's escaped arguments and a session summary; beside text that must stay. Indexed."""
+    ws = manager.workspace
+    manager.append_daily(scope, f"- the {token} box is in the attic\n- likes green tea")
+    forgetter.memory_file.write(scope, f"- {token.upper()} code is 4411\n- lives in Porto\n".encode(), "test")
+    forgetter.memory_file.write(scope, f"- lives in Porto\n- {token} code is 4411\n".encode(), "test")
+    diary = ws.dreams_dir(scope) / "2026-12-01.md"
+    diary.parent.mkdir(parents=True, exist_ok=True)
+    diary.write_text(f"## 23:50\nNoticed the {token} again.\nA calm day.\n", encoding="utf-8")
+    store = forgetter.conversations
+    session = store.ensure_session(f"{scope}|chat", scope).id
+    store.append_messages(session, [
+        {"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": f"remember {token}"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "memory_write", "arguments": json.dumps({"text": token})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "saved"}, {"role": "assistant", "content": "noted"},
+    ])
+    job = store.trim(session, 3, "trim", "2026-12-01")
+    assert job is not None
+    assert store.remember_summary(job, f"- talked about {token}\n- said hello", 2000)
+    assert manager.sync(scope).ok
+    manager.finish_indexing()
+
+
+def occurrences(root: Path, token: str) -> dict[str, int]:
+    """Files under ``root`` (index.db, -wal, -shm, LanceDB data and manifests) holding ``token`` in
+    any case, read as bytes, with their counts."""
+    needle = token.encode("utf-8").lower()
+    counts = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            found = path.read_bytes().lower().count(needle)
+            if found:
+                counts[str(path.relative_to(root))] = found
+    return counts
