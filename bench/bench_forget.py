@@ -27,14 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, WorkspaceSpec, directory_size_mb, generate_workspace, machine_info  # noqa: E402
+from common import Report, WorkspaceSpec, directory_size_mb, generate_workspace, machine_info
 
-from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
-from memory.conversations import ConversationStore  # noqa: E402
-from memory.dream import MemoryFile  # noqa: E402
-from memory.forgetting import Forgetter  # noqa: E402
-from memory.storage import Database, IndexStorage  # noqa: E402
-from memory.vectors import LanceDBBackend  # noqa: E402
+from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
+from memory.conversations import ConversationStore
+from memory.dream import MemoryFile
+from memory.forgetting import Forgetter
+from memory.storage import Database, IndexStorage
+from memory.vectors import LanceDBBackend
 
 TOKEN = "Vantrelloquist"
 TARGET_FORGET_S = 2.0

@@ -205,42 +205,6 @@ def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_memory_forget(services: Services, args: argparse.Namespace) -> int:
-    from memory.forgetting import NothingToForget
-
-    scope = _scope(services, args, must_exist=True)
-    try:
-        found = services.forgetter.find(scope, args.text) if args.dry_run else services.forgetter.forget(scope, args.text)
-    except NothingToForget as exc:
-        raise CommandError(str(exc)) from None
-    if args.json:
-        _print_json({"scope": scope, "dry_run": args.dry_run, "counts": found.counts(),
-                     "matches": [match.__dict__ for match in found.matches]})
-    elif args.dry_run:
-        print(f"{scope}: would forget ({found.listing()})" if found.matches else f"{scope}: nothing matches")
-    else:
-        print(f"{scope}: forgotten ({found.listing()})" if found.matches else
-              f"{scope}: nothing matched; the index was wiped anyway")
-    return 0
-
-
-def cmd_memory_erase(services: Services, args: argparse.Namespace) -> int:
-    scope = args.scope
-    holdings = services.forgetter.holdings(scope)
-    summary = ", ".join(f"{count} {what}" for what, count in holdings.items())
-    if not any(holdings.values()):
-        known = ", ".join(services.workspace.list_scopes()) or "none yet"
-        raise CommandError(f"nothing is stored for scope {scope!r} (scopes with files: {known})")
-    if not args.yes:
-        raise CommandError(f"this would erase scope {scope} for good ({summary}); add --yes to do it")
-    services.forgetter.erase(scope)
-    if args.json:
-        _print_json({"scope": scope, "erased": holdings})
-    else:
-        print(f"{scope}: erased ({summary})")
-    return 0
-
-
 def _run_async(services: Services, coroutine: Any) -> Any:
     import asyncio
 
@@ -553,17 +517,14 @@ def build_parser() -> argparse.ArgumentParser:
     restore = add(memory, "import", cmd_memory_import, "restore an export zip into an empty scope",
                   example="membridge memory import telegram-42.zip --scope telegram-42", details=IMPORT_DETAILS)
     restore.add_argument("file", metavar="FILE.zip", help="a zip made by membridge memory export")
+    from .cli_forgetting import ERASE_DETAILS, FORGET_DETAILS, cmd_memory_erase, cmd_memory_forget
+
     forget = add(memory, "forget", cmd_memory_forget, "forget a text everywhere in a scope's memory, for good",
-                 example='membridge memory forget "door code" --dry-run',
-                 details="Case-insensitive. Every line of MEMORY.md (and of its kept versions), of the daily files and\n"
-                         "dream diaries, every conversation turn and summary line holding the text goes, with its\n"
-                         "index entries and vectors; then the index is vacuumed. --dry-run lists the matches only.")
+                 example='membridge memory forget "door code" --dry-run', details=FORGET_DETAILS)
     forget.add_argument("text")
     forget.add_argument("--dry-run", action="store_true", help="list what matches, per place with file:line; change nothing")
     erase = add(memory, "erase", cmd_memory_erase, "erase a whole scope: files, index, vectors, versions, chats",
-                scope=False, example="membridge memory erase --scope slack-T1-U2 --yes",
-                details="What the person said in groups stays in the group's memory (forget it there by text).\n"
-                        "Without --yes it says what would go and changes nothing.")
+                scope=False, example="membridge memory erase --scope slack-T1-U2 --yes", details=ERASE_DETAILS)
     erase.add_argument("--scope", required=True, help="the scope to erase")
     erase.add_argument("--yes", action="store_true", help="really erase it")
 

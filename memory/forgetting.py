@@ -116,9 +116,9 @@ class Forgetter:
             found.matches.append(Match("MEMORY.md versions", f"MEMORY.md v{version}:{number}", line.strip()))
         for kind, where, line in self.conversations.find_text(scope, matches):
             found.matches.append(Match("messages" if kind == "message" else "session summaries", where, line.strip()))
-        for path, start, end, chunk, _hash in self.memory.storage.scope_chunks(scope):
+        for indexed, start, end, chunk, _hash in self.memory.storage.scope_chunks(scope):
             if matches(chunk):
-                found.matches.append(Match("index", f"{path}:{start}-{end}", chunk.strip()))
+                found.matches.append(Match("index", f"{indexed}:{start}-{end}", chunk.strip()))
         return found
 
     def forget(self, scope: str, text: str) -> Findings:

@@ -411,7 +411,7 @@ class IndexStorage:
         """(path, start_line, end_line, text, text_hash) of every chunk of ``scope``."""
         rows = self.db.query("SELECT path, start_line, end_line, text, text_hash FROM chunks WHERE scope = ?"
                              " ORDER BY path, start_line", (scope,))
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [(row[0], row[1], row[2], row[3], row[4]) for row in rows]
 
     def forget_generation(self, conn: sqlite3.Connection, scope: str) -> None:
         """Drop an erased scope's generation row (readers then see 0 and reload an empty scope)."""

@@ -65,11 +65,11 @@ class VectorBackend(ABC):
     def maintain(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Background upkeep (an ANN index past a size); optional."""
 
-    def delete_scope(self, scope: str) -> None:
+    def delete_scope(self, scope: str) -> None:  # noqa: B027 - an optional hook, empty by default
         """Remove every vector of ``scope`` (an erase; orphans a crash left included). Optional for a
         backend whose ids are all known to SQLite."""
 
-    def purge(self) -> None:
+    def purge(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Make deletions physical: old versions and files still holding deleted vectors go. Optional
         for a backend that deletes in place."""
 

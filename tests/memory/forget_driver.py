@@ -15,13 +15,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from support.forgetting import plant  # noqa: E402
+
 import memory.forgetting as forgetting  # noqa: E402
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
 from memory.conversations import ConversationStore  # noqa: E402
 from memory.dream import MemoryFile  # noqa: E402
 from memory.storage import Database  # noqa: E402
 from memory.vectors import LanceDBBackend  # noqa: E402
-from support.forgetting import plant  # noqa: E402
 
 TOKEN = "Zorblaxquint"
 #: Steps of a forget or an erase, roughly in order (``wipe`` and after: the job row holds no text).

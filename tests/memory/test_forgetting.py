@@ -6,12 +6,12 @@ from collections.abc import Callable, Iterator
 from datetime import date
 
 import pytest
+from support.forgetting import occurrences, plant
 
 from memory import MemoryManager
 from memory.conversations import ConversationStore
 from memory.dream import MemoryFile
 from memory.forgetting import Forgetter, NothingToForget
-from support.forgetting import occurrences, plant
 
 ASCII = "Zorblaxquint"
 CHINESE = "紫藤萝瀑布"

@@ -1,0 +1,62 @@
+"""``membridge memory forget`` and ``membridge memory erase``: forgetting for good.
+
+The work is :mod:`memory.forgetting`'s; this module turns its answers into lines (or ``--json``)
+and its refusals into command errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from .cli import CommandError, _print_json, _scope
+
+if TYPE_CHECKING:
+    from .app import Services
+
+FORGET_DETAILS = """\
+Case-insensitive. Every line of MEMORY.md (and of its kept versions), of the daily files and dream
+diaries, every conversation turn and summary line holding the text goes, with its index entries and
+vectors; then the index is vacuumed. --dry-run lists the matches only."""
+
+ERASE_DETAILS = """\
+What the person said in groups stays in the group's memory (forget it there by text).
+Without --yes it says what would go and changes nothing."""
+
+
+def cmd_memory_forget(services: Services, args: argparse.Namespace) -> int:
+    from memory.forgetting import NothingToForget  # imported when used: --help stays fast
+
+    scope = _scope(services, args, must_exist=True)
+    try:
+        found = services.forgetter.find(scope, args.text) if args.dry_run else services.forgetter.forget(scope, args.text)
+    except NothingToForget as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        _print_json({"scope": scope, "dry_run": args.dry_run, "counts": found.counts(),
+                     "matches": [match.__dict__ for match in found.matches]})
+    elif args.dry_run:
+        print(f"{scope}: would forget ({found.listing()})" if found.matches else f"{scope}: nothing matches")
+    else:
+        print(f"{scope}: forgotten ({found.listing()})" if found.matches else
+              f"{scope}: nothing matched; the index was wiped anyway")
+    return 0
+
+
+def cmd_memory_erase(services: Services, args: argparse.Namespace) -> int:
+    scope = args.scope
+    holdings = services.forgetter.holdings(scope)
+    summary = ", ".join(f"{count} {what}" for what, count in holdings.items())
+    if not any(holdings.values()):
+        known = ", ".join(services.workspace.list_scopes()) or "none yet"
+        raise CommandError(f"nothing is stored for scope {scope!r} (scopes with files: {known})")
+    if not args.yes:
+        raise CommandError(f"this would erase scope {scope} for good ({summary}); add --yes to do it")
+    services.forgetter.erase(scope)
+    if args.json:
+        _print_json({"scope": scope, "erased": holdings})
+    else:
+        print(f"{scope}: erased ({summary})")
+    return 0
+
+
