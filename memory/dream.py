@@ -320,6 +320,10 @@ def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cau
     return int(cursor.lastrowid or 0)
 
 
+def _window_hash(window: list[tuple[str, str | None]]) -> str:
+    return hashlib.sha256(repr(window).encode("utf-8")).hexdigest()
+
+
 class DeepDream:
     def __init__(self, manager: MemoryManager, settings: DreamSettings, *, clock: Callable[[], datetime] = datetime.now) -> None:
         self.manager = manager
@@ -348,16 +352,19 @@ class DeepDream:
         window = await asyncio.to_thread(self.daily_window, scope, day, lookback)
         if not any(text for _, text in window):
             return DreamResult("skipped", f"no daily memory in the last {lookback} day(s); MEMORY.md left as it is")
-        input_hash = hashlib.sha256(repr(window).encode("utf-8")).hexdigest()
+        input_hash = _window_hash(window)
         if not force and await asyncio.to_thread(self._already_dreamt, scope, input_hash):
             return DreamResult("skipped", "already dreamt over exactly this daily memory")
-        for _attempt in range(_DREAM_ATTEMPTS):
+        for attempt in range(_DREAM_ATTEMPTS):
+            if attempt:  # the input changed under the first answer: read it again (a forget may have emptied lines)
+                window = await asyncio.to_thread(self.daily_window, scope, day, lookback)
+                input_hash = _window_hash(window)
             result = await self._dream_once(scope, complete, window, input_hash, day)
             if result is not None:
                 return result
-        log.warning("deep dream for %s refused: MEMORY.md kept changing while the model answered", scope)
-        return DreamResult("refused", "MEMORY.md kept changing while the model was answering; MEMORY.md left as "
-                                      "it is (the next dream starts from it)")
+        log.warning("deep dream for %s refused: its input kept changing while the model answered", scope)
+        return DreamResult("refused", "MEMORY.md or the daily memory kept changing while the model was answering; "
+                                      "MEMORY.md left as it is (the next dream starts from it)")
 
     async def _dream_once(
         self, scope: str, complete: Complete, window: list[tuple[str, str | None]], input_hash: str, day: date
@@ -370,9 +377,9 @@ class DeepDream:
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
         try:
-            return await asyncio.to_thread(self._apply, scope, before, answer, input_hash, day)
+            return await asyncio.to_thread(self._apply, scope, before, answer, (input_hash, len(window)), day)
         except MemoryChanged:
-            log.info("deep dream for %s: MEMORY.md changed while the model answered; dreaming over the new one", scope)
+            log.info("deep dream for %s: its input changed while the model answered; dreaming over the new one", scope)
             return None
 
     def _prompt(self, memory: str, window: list[tuple[str, str | None]]) -> list[dict[str, str]]:
@@ -385,7 +392,10 @@ class DeepDream:
         rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))
         return bool(rows) and rows[0][0] == input_hash
 
-    def _apply(self, scope: str, read: bytes, answer: str, input_hash: str, day: date) -> DreamResult:
+    def _apply(self, scope: str, read: bytes, answer: str, window: tuple[str, int], day: date) -> DreamResult:
+        """Write the answer when it passes the checks and its input is still what the model read:
+        MEMORY.md (compare-and-swap) and the daily window (a forget may have emptied lines of it)."""
+        input_hash, lookback = window
         before = read.decode("utf-8", "replace")
         parsed = parse_dream_output(answer)
         old_entries = count_entries(before)
@@ -398,7 +408,10 @@ class DeepDream:
         diff = unified_diff(before, after)
         version = None
         if after != before:
-            version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream", expected=read)
+            with self.manager.lock:
+                if _window_hash(self.daily_window(scope, day, lookback)) != input_hash:
+                    raise MemoryChanged(f"daily memory of scope {scope!r} changed since it was read")
+                version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream", expected=read)
         if parsed.dream and after != before:  # a dream that changed nothing writes no diary either
             self._write_diary(scope, day, parsed.dream)
         with self.manager.db.transaction() as conn:

@@ -28,6 +28,7 @@ Summarizer = Callable[[Sequence[Message]], Awaitable[str]]
 
 _SENTINELS = {"none", "nothing", "n/a", "无", "没有", "无内容", "nothing worth keeping"}
 _SUMMARY_KEEP_CHARS = 2000
+_FLUSH_ATTEMPTS = 3  # summaries made over turns that changed meanwhile (a forget) before giving up for now
 
 
 class FlushOutcome(StrEnum):
@@ -113,9 +114,17 @@ class Flusher:
         return finished
 
     async def run_job(self, job: FlushJob, summarize: Summarizer) -> FlushOutcome:
-        messages = strip_scheduled_pairs(
-            await asyncio.to_thread(self.store.messages_between, job.session_id, job.seq_from, job.seq_to)
-        )
+        """Summarise the job's turns and append the summary once. When its turns change while the
+        model answers (a forget deleted some), the summary is made again from what is left: a
+        summary of forgotten turns is never written."""
+        for _attempt in range(_FLUSH_ATTEMPTS):
+            outcome = await self._run_once(job, summarize)
+            if outcome is not None:
+                return outcome
+        raise RuntimeError(f"flush job {job.id}: its turns kept changing while they were summarised")
+
+    async def _run_once(self, job: FlushJob, summarize: Summarizer) -> FlushOutcome | None:
+        messages = await asyncio.to_thread(self._messages, job)
         if not conversation_text(messages):
             await asyncio.to_thread(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
@@ -123,17 +132,27 @@ class Flusher:
         if is_sentinel(summary):
             await asyncio.to_thread(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
-        written = await asyncio.to_thread(self._append_once, job, summary)
+        written = await asyncio.to_thread(self._append_once, job, summary, messages)
+        if written is None:
+            log.info("flush job %d: its turns changed while the model answered; summarising again", job.id)
+            return None
         await asyncio.to_thread(self.store.remember_summary, job, summary, _SUMMARY_KEEP_CHARS)
         await asyncio.to_thread(self.store.finish_job, job.id)
         return outcome if written else FlushOutcome.ALREADY
 
-    def _append_once(self, job: FlushJob, summary: str) -> bool:
-        """Append the job's block unless it is already there (a re-run after a crash)."""
+    def _messages(self, job: FlushJob) -> list[Message]:
+        return strip_scheduled_pairs(self.store.messages_between(job.session_id, job.seq_from, job.seq_to))
+
+    def _append_once(self, job: FlushJob, summary: str, summarized: list[Message]) -> bool | None:
+        """Append the job's block unless it is already there (a re-run after a crash); None, and
+        nothing written, when the turns are no longer those summarised (checked under the lock a
+        forget holds while it deletes)."""
         title = SECTION_TITLES[1] if job.reason == DAILY_REASON else SECTION_TITLES[0]
         target = self.memory.workspace.daily_file(job.scope, job.day)
         marker = _marker(job.id)
         with self.memory.lock:
+            if self._messages(job) != summarized:
+                return None
             if target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"):
                 return False
             append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")

@@ -10,7 +10,9 @@ import pytest
 from support.files import write
 
 from memory import DreamSettings
+from memory.conversations import ConversationStore
 from memory.dream import DeepDream, count_entries, parse_dream_output
+from memory.forgetting import Forgetter
 
 DAY = date(2026, 12, 2)
 
@@ -145,6 +147,23 @@ async def test_a_forget_while_the_model_answers_is_never_undone(workspace, dream
     assert dreamer.memory_file.content("alice", newest.id) == path.read_bytes()
     diary = workspace.dreams_dir("alice") / "2026-12-02.md"
     assert diary.read_text() == "## 23:51\nsecond\n"
+
+
+async def test_a_forget_of_daily_memory_while_the_model_answers_is_never_written_back(workspace, dreamer) -> None:
+    """The forget changes only the daily file the model is reading: the dream is redone over what is left."""
+    path = write(workspace, "alice", "MEMORY.md", "- likes tea\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n- door code 7431\n")
+    model = HeldModel("[MEMORY]\n- likes tea\n- door code 7431\n[DREAM]\nfirst",
+                      "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nsecond")
+    dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
+    await model.asked.wait()
+    manager = dreamer.manager
+    await asyncio.to_thread(Forgetter(manager, ConversationStore(manager.db), dreamer.memory_file).forget, "alice", "door code")
+    model.release.set()
+    result = await dreaming
+    assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
+    assert len(model.calls) == 2 and "7431" not in model.calls[1][1]["content"]
+    assert all(b"7431" not in p.read_bytes() for p in workspace.root.rglob("*") if p.is_file())
 
 
 async def test_a_dream_over_a_file_that_keeps_changing_is_refused(workspace, dreamer) -> None:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 
 import pytest
 from support.forgetting import occurrences, plant
 
 from memory import MemoryManager
-from memory.conversations import ConversationStore
+from memory.conversations import ConversationStore, Message
 from memory.dream import MemoryFile
+from memory.flush import Flusher, conversation_text
 from memory.forgetting import Forgetter, NothingToForget
 
 ASCII = "Zorblaxquint"
@@ -94,3 +96,31 @@ def test_a_blank_text_is_refused(stack) -> None:
     _manager, forgetter = stack
     with pytest.raises(NothingToForget):
         forgetter.find("alice", "  ")
+
+
+async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) -> None:
+    manager, forgetter = stack
+    store = forgetter.conversations
+    session = store.ensure_session("alice|chat", "alice").id
+    store.append_messages(session, [{"role": "user", "content": f"my {ASCII} is here"}, {"role": "assistant", "content": "ok"},
+                                    {"role": "user", "content": "I like tea"}, {"role": "assistant", "content": "fine"}])
+    job = store.trim(session, 5, "trim", "2026-12-01")
+    assert job is not None
+    asked, release, seen = asyncio.Event(), asyncio.Event(), []
+
+    async def summarize(messages: Sequence[Message]) -> str:
+        seen.append(conversation_text(messages))
+        if len(seen) == 1:  # the model is "thinking" while the forget runs
+            asked.set()
+            await release.wait()
+        return "\n".join(f"- {line}" for line in conversation_text(messages).splitlines())
+
+    flush = asyncio.create_task(Flusher(store, manager).run_job(job, summarize))
+    await asyncio.wait_for(asked.wait(), 30)
+    await asyncio.to_thread(forgetter.forget, "alice", ASCII)
+    release.set()
+    await flush
+    daily = manager.workspace.daily_file("alice", "2026-12-01").read_text(encoding="utf-8")
+    assert ASCII not in daily and "- user: I like tea" in daily
+    assert seen == [f"user: my {ASCII} is here\nassistant: ok\nuser: I like tea\nassistant: fine",
+                    "user: I like tea\nassistant: fine"]
