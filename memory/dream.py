@@ -282,10 +282,12 @@ class MemoryFile:
             version = self.write(scope, "".join(kept).encode("utf-8"), "forget")  # the text itself is not kept
         return removed, version
 
-    def find_in_versions(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[int, int, str]]:
-        """(version, line number, line) of every matching line of ``scope``'s kept versions."""
-        rows = self.manager.db.query("SELECT id, content FROM memory_versions WHERE scope = ? ORDER BY id", (scope,))
-        return [(vid, number, line) for vid, content in rows
+    def find_in_versions(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[str, int, int, str]]:
+        """(file, version, line number, line) of every matching line of ``scope``'s kept versions
+        (MEMORY.md's and the daily files')."""
+        rows = self.manager.db.query("SELECT path, id, content FROM memory_versions WHERE scope = ? ORDER BY path, id",
+                                     (scope,))
+        return [(file, vid, number, line) for file, vid, content in rows
                 for number, line in enumerate(bytes(content).decode("utf-8", "replace").splitlines(), 1) if matches(line)]
 
     def scrub_versions(self, scope: str, matches: Callable[[str], bool]) -> int:
@@ -304,9 +306,12 @@ class MemoryFile:
                     changed += 1
         return changed
 
-    def erase_history(self, scope: str) -> None:
-        """Delete every version of ``scope``'s MEMORY.md and its dream dedupe state."""
+    def erase_history(self, scope: str, files: Sequence[str] | None = None) -> None:
+        """Delete the versions of ``files`` of ``scope`` (None: every file's, and the dream dedupe state)."""
         with self.manager.db.transaction() as conn:
+            if files is not None:
+                conn.executemany("DELETE FROM memory_versions WHERE scope = ? AND path = ?", [(scope, f) for f in files])
+                return
             conn.execute("DELETE FROM memory_versions WHERE scope = ?", (scope,))
             conn.execute("DELETE FROM dream_state WHERE scope = ?", (scope,))
 

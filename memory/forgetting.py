@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS forget_jobs (
 """
 
 #: The places a match is counted in, in the order a listing shows them.
-PLACES = ("memory files", "dream diaries", "MEMORY.md versions", "messages", "session summaries", "index")
+PLACES = ("memory files", "dream diaries", "file versions", "messages", "session summaries", "index")
 
 
 class NothingToForget(ValueError):
@@ -112,8 +112,8 @@ class Forgetter:
             for number, line in enumerate(read_text(path).splitlines(), 1):
                 if matches(line):
                     found.matches.append(Match(place, f"{relative}:{number}", line.strip()))
-        for version, number, line in self.memory_file.find_in_versions(scope, matches):
-            found.matches.append(Match("MEMORY.md versions", f"MEMORY.md v{version}:{number}", line.strip()))
+        for file, version, number, line in self.memory_file.find_in_versions(scope, matches):
+            found.matches.append(Match("file versions", f"{file} v{version}:{number}", line.strip()))
         for kind, where, line in self.conversations.find_text(scope, matches):
             found.matches.append(Match("messages" if kind == "message" else "session summaries", where, line.strip()))
         for indexed, start, end, chunk, _hash in self.memory.storage.scope_chunks(scope):
@@ -129,7 +129,7 @@ class Forgetter:
         return found
 
     def holdings(self, scope: str) -> dict[str, int]:
-        """What an erase of ``scope`` would remove, counted: files, index chunks, MEMORY.md versions,
+        """What an erase of ``scope`` would remove, counted: files, index chunks, file versions,
         sessions and messages (all 0: nothing is stored for it)."""
         validate_scope(scope)
         base = self.memory.workspace.scope_dir(scope)
@@ -237,6 +237,7 @@ class Forgetter:
         for path, _relative in old:
             path.unlink(missing_ok=True)
             fsync_dir(path.parent)
+        self.memory_file.erase_history(scope, [relative for _p, relative in old])
 
     def _delete_scope_files(self, scope: str) -> None:
         base = self.memory.workspace.scope_dir(scope)

@@ -131,11 +131,11 @@ async def test_memory_commands_show_search_forget_clear_and_usage(bot, fake_llm)
     assert show == "MEMORY.md:\n- likes tea\n- lives in Porto"
     assert search.startswith("1. MEMORY.md:1") and "> - lives in Porto" in search
     assert listing.splitlines() == [
-        "“porto” is in:", "memory files: 1; MEMORY.md versions: 1; index: 1",
-        "  memory files  MEMORY.md:2  - lives in Porto", "  MEMORY.md versions  MEMORY.md v1:2  - lives in Porto",
+        "“porto” is in:", "memory files: 1; file versions: 1; index: 1",
+        "  memory files  MEMORY.md:2  - lives in Porto", "  file versions  MEMORY.md v1:2  - lives in Porto",
         "  index  MEMORY.md:1-2  - likes tea - lives in Porto",
         "Send /memory forget! porto to forget all of it for good (it cannot be undone)."]
-    assert forget == "Forgotten for good: 1 in memory files, 1 in MEMORY.md versions, 1 in index."
+    assert forget == "Forgotten for good: 1 in memory files, 1 in file versions, 1 in index."
     assert show_after == "MEMORY.md:\n- likes tea"
     assert usage.startswith("Usage: /memory show")
     assert clear.startswith("Context cleared") and unknown.startswith("Unknown command /nope")

@@ -33,7 +33,7 @@ def test_forget_leaves_no_byte_of_the_text_anywhere(stack, token: str) -> None:
     root = manager.workspace.root
     assert manager.search(token, "alice")
     found = forgetter.find("alice", token.lower())
-    assert found.counts() == {"memory files": 2, "dream diaries": 1, "MEMORY.md versions": 2,
+    assert found.counts() == {"memory files": 2, "dream diaries": 1, "file versions": 4,
                               "messages": 2, "session summaries": 1, "index": 2}
     assert "memory/dreams/2026-12-01.md:2" in {m.where for m in found.matches}
     assert occurrences(root, token)  # the dry run changed nothing
@@ -78,8 +78,7 @@ def test_expire_drops_old_daily_files_and_what_came_of_them(stack) -> None:
     manager, forgetter = stack
     ws = manager.workspace
     for day, text in (("2026-10-01", f"- old {ASCII} note"), ("2026-11-30", "- recent note")):
-        ws.daily_file("alice", day).parent.mkdir(parents=True, exist_ok=True)
-        ws.daily_file("alice", day).write_text(text + "\n", encoding="utf-8")
+        forgetter.memory_file.write("alice", (text + "\n").encode(), "console edit", file=f"memory/{day}.md")
     (ws.dreams_dir("alice")).mkdir(parents=True)
     (ws.dreams_dir("alice") / "2026-10-01.md").write_text(f"dreamt of {ASCII}\n", encoding="utf-8")
     assert manager.sync("alice").ok
@@ -90,6 +89,8 @@ def test_expire_drops_old_daily_files_and_what_came_of_them(stack) -> None:
     assert sorted(p.name for p in ws.daily_dir("alice").rglob("*.md")) == ["2026-11-30.md"]
     assert occurrences(ws.root, ASCII) == {}
     assert [r.text for r in manager.search("recent note", "alice")] == ["- recent note"]
+    assert forgetter.memory_file.versions("alice", "memory/2026-10-01.md") == []
+    assert len(forgetter.memory_file.versions("alice", "memory/2026-11-30.md")) == 1
 
 
 def test_a_blank_text_is_refused(stack) -> None:

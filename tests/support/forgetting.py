@@ -10,10 +10,12 @@ from memory.forgetting import Forgetter
 
 
 def plant(manager: MemoryManager, forgetter: Forgetter, scope: str, token: str) -> None:
-    """The token in a daily file, MEMORY.md and two versions, a dream diary, a user message, a tool
+    """The token in a daily file and its version, MEMORY.md and two versions, a dream diary, a user message, a tool
     call's escaped arguments and a session summary; beside text that must stay. Indexed."""
     ws = manager.workspace
     manager.append_daily(scope, f"- the {token} box is in the attic\n- likes green tea")
+    day = sorted(ws.daily_dir(scope).glob("*.md"))[0].relative_to(ws.scope_dir(scope)).as_posix()
+    forgetter.memory_file.write(scope, forgetter.memory_file.read(scope, day), "console edit", file=day)  # a version
     forgetter.memory_file.write(scope, f"- {token.upper()} code is 4411\n- lives in Porto\n".encode(), "test")
     forgetter.memory_file.write(scope, f"- lives in Porto\n- {token} code is 4411\n".encode(), "test")
     diary = ws.dreams_dir(scope) / "2026-12-01.md"
