@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from .base import Channel, ChatType, IncomingMessage, MessageHandler, OutgoingFile, Reply, split_message
+from .base import (
+    Attachment,
+    AttachmentError,
+    AttachmentKind,
+    AttachmentTooLarge,
+    Channel,
+    ChatType,
+    IncomingMessage,
+    MessageHandler,
+    OutgoingFile,
+    Reply,
+    split_message,
+)
 
-__all__ = ["Channel", "ChatType", "IncomingMessage", "MessageHandler", "OutgoingFile", "Reply", "split_message"]
+__all__ = ["Attachment", "AttachmentError", "AttachmentKind", "AttachmentTooLarge", "Channel", "ChatType", "IncomingMessage", "MessageHandler", "OutgoingFile", "Reply", "split_message"]

@@ -17,6 +17,51 @@ from pathlib import Path
 from typing import Any, Literal
 
 ChatType = Literal["direct", "group"]
+AttachmentKind = Literal["voice", "audio", "photo", "document"]
+
+
+class AttachmentError(Exception):
+    """An attachment could not be fetched. ``str(exc)`` is said to the person as it is."""
+
+
+class AttachmentTooLarge(AttachmentError):
+    """An attachment is over the size the bridge accepts (or the platform lets a bot download)."""
+
+    def __init__(self, name: str, size: int, limit: int) -> None:
+        super().__init__(f"{name} is {size / 1e6:.1f} MB, over the {limit / 1e6:.0f} MB limit, "
+                         "so it was not read.")
+        self.name = name
+        self.size = size
+        self.limit = limit
+
+
+class Attachment(ABC):
+    """A file that came with a message: a voice note, an audio file, a photo or a document.
+
+    Nothing is downloaded until the bridge calls :meth:`read`, so a refusal (an unknown type, a
+    size over a limit) costs no transfer. ``name`` is what the platform calls the file: it is shown
+    to people and used to guess a type, never as a path on this machine.
+    """
+
+    def __init__(self, kind: AttachmentKind, name: str, mime_type: str, size: int | None = None,
+                 duration_s: float | None = None) -> None:
+        self.kind: AttachmentKind = kind
+        self.name = name
+        self.mime_type = mime_type
+        self.size = size
+        self.duration_s = duration_s
+
+    @abstractmethod
+    async def read(self, max_bytes: int) -> bytes:
+        """The file's bytes, streamed and time-limited.
+
+        Raises :class:`AttachmentTooLarge` past ``max_bytes`` (before any transfer when the size
+        is known, else as soon as the stream passes it) and :class:`AttachmentError` when the
+        platform fails or times out.
+        """
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.kind} {self.name!r} {self.mime_type} {self.size} bytes>"
 
 
 @dataclass(frozen=True)
@@ -38,6 +83,8 @@ class IncomingMessage:
     team: str | None = None
     received_at: float = field(default_factory=time.time)
     raw: Any = field(default=None, compare=False, repr=False)
+    #: Files sent with the message; ``text`` is then the caption (possibly empty).
+    attachments: tuple[Attachment, ...] = field(default=(), compare=False)
 
     @property
     def chat_key(self) -> str:
