@@ -27,6 +27,7 @@ from .agent import Agent
 from .config import AppConfig
 from .conversation import Sessions
 from .llm import LLMClient, Message, OpenAIChat
+from .media import MediaIntake
 from .prompt import PromptBuilder
 from .scopes import terminal_scope
 from .timer import DailyTimer
@@ -111,6 +112,11 @@ class Services:
             admins=frozenset(self.config.admins),
             thread_scope_channels=thread_scope_channels(self.config),
         )
+
+    @cached_property
+    def media(self) -> MediaIntake:
+        """What the bridge does with voice notes, photos and files that come with a message."""
+        return MediaIntake()
 
     @cached_property
     def dreamer(self) -> DeepDream:

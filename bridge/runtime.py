@@ -113,6 +113,12 @@ class Bridge:
                           markdown=False)
             await channel.send(reply, message)
             return reply
+        if message.attachments:
+            prepared = await self.services.media.prepare(message)
+            if isinstance(prepared, Reply):
+                await channel.send(prepared, message)
+                return prepared
+            message = prepared.message
         if not message.text.strip():
             return None
         ctx = self.context_for(message)
