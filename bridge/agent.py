@@ -8,7 +8,8 @@
    transaction (:class:`~bridge.conversation.Sessions`); the flush worker turns it into daily memory
    later, so no flush blocks a reply.
 
-Turns of one chat run in order (a lock per chat); different chats run concurrently.
+The agent does not order turns: its caller runs one turn per chat at a time, in arrival order
+(:class:`~bridge.runtime.Bridge`, through :mod:`channels.ordering`); different chats run concurrently.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from channels import IncomingMessage, Reply
 from memory import MemoryManager
@@ -67,26 +68,6 @@ class TurnJournal(Protocol):
     def mark_answered(self, conn: sqlite3.Connection, key: str, reply: str, markdown: bool = True) -> None: ...
 
 
-class ChatLocks:
-    """One asyncio lock per chat, dropped when nobody waits on it (so the map doesn't grow forever)."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    async def __call__(self, key: str, body: Callable[[], Any]) -> Any:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                return await body()
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
 class Agent:
     def __init__(
         self,
@@ -116,7 +97,6 @@ class Agent:
         self.admins = admins
         self.thread_scope_channels = thread_scope_channels
         self._clock = clock
-        self._locks = ChatLocks()
         self.journal: TurnJournal | None = None  # set by a cluster worker for its shard
 
     def identify(self, message: IncomingMessage) -> TurnIdentity:
@@ -130,11 +110,7 @@ class Agent:
         )
 
     async def handle(self, message: IncomingMessage) -> Reply:
-        """Answer ``message``; turns of the same chat are serialised."""
-        reply: Reply = await self._locks(message.chat_key, lambda: self._turn(message))
-        return reply
-
-    async def _turn(self, message: IncomingMessage) -> Reply:
+        """Answer ``message``. The caller runs one turn per chat at a time (the bridge's lanes)."""
         who = self.identify(message)
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)

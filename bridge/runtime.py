@@ -1,9 +1,11 @@
 """The running bot: every channel's messages through plugins and the agent, in order per chat.
 
 A message's life: duplicate check → ``on_receive`` (filters) → ``on_handle`` (commands may answer
-and stop the agent) → the agent turn → ``on_decorate`` → ``on_send`` → the channel sends. Messages
-of one chat go through a queue of their own, so they are answered in order; different chats run in
-parallel up to ``bridge.max_concurrent_chats``. SIGINT/SIGTERM stops intake, lets in-flight turns
+and stop the agent) → the agent turn → ``on_decorate`` → ``on_send`` → the channel sends. This is
+the one place a process orders and dedupes its chats (:mod:`channels.ordering`): messages of one
+chat go through a lane of their own, so they are answered in order; different chats run in
+parallel up to ``bridge.max_concurrent_chats``; the last ``bridge.dedupe_window`` message keys
+catch redeliveries. SIGINT/SIGTERM stops intake, lets in-flight turns
 finish within ``bridge.shutdown_grace_s`` and leaves pending flush jobs recorded.
 """
 
@@ -15,11 +17,11 @@ import logging
 import re
 import signal
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from channels import Channel, IncomingMessage, Reply
+from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
 from .app import Services
@@ -39,22 +41,14 @@ def clean_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-class _ChatQueue:
-    """One chat's pending messages and the task that drains them."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[Channel, IncomingMessage]] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-
-
 class Bridge:
     def __init__(self, services: Services, channels: Sequence[Channel], plugins: PluginRegistry) -> None:
         self.services = services
         self.channels = {channel.name: channel for channel in channels}
         self.plugins = plugins
-        self._chats: dict[str, _ChatQueue] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._slots = asyncio.Semaphore(services.config.bridge.max_concurrent_chats)
+        settings = services.config.bridge
+        self._lanes = ChatLanes("chat", slots=asyncio.Semaphore(settings.max_concurrent_chats))
+        self._seen = RecentKeys(settings.dedupe_window)
         self._accepting = False
         self._stopped = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -62,39 +56,25 @@ class Bridge:
 
     # ------------------------------------------------------------- intake
     async def receive(self, message: IncomingMessage) -> None:
-        """The callback every channel gets: queue the message behind its chat's earlier ones."""
+        """The callback every channel gets: queue the message behind its chat's earlier ones and
+        return at once (the turn runs later, in the chat's lane)."""
         if not self._accepting:
             log.info("not accepting messages (shutting down); dropped %s", message.dedupe_key)
             return
-        if self._is_duplicate(message.dedupe_key):
+        if not self._seen.add(message.dedupe_key):
             log.info("duplicate delivery %s ignored", message.dedupe_key)
             return
         channel = self.channels[message.channel]
-        chat = self._chats.setdefault(message.chat_key, _ChatQueue())
-        chat.queue.put_nowait((channel, message))
-        if chat.task is None or chat.task.done():
-            chat.task = asyncio.create_task(self._drain(message.chat_key, chat), name=f"chat:{message.chat_key}")
+        await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message))
 
-    def _is_duplicate(self, key: str) -> bool:
-        if key in self._seen:
-            return True
-        self._seen[key] = None
-        while len(self._seen) > self.services.config.bridge.dedupe_window:
-            self._seen.popitem(last=False)
-        return False
-
-    async def _drain(self, key: str, chat: _ChatQueue) -> None:
-        async with self._slots:
-            while not chat.queue.empty():
-                channel, message = chat.queue.get_nowait()
-                try:
-                    await self.process(channel, message)
-                except Exception:
-                    log.exception("message %s failed", message.dedupe_key)
-                    await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
-                                                            markdown=False), message)
-        if self._chats.get(key) is chat and chat.queue.empty():
-            del self._chats[key]
+    async def _answer(self, channel: Channel, message: IncomingMessage) -> None:
+        """One queued message; a failure is told to the user and the chat goes on."""
+        try:
+            await self.process(channel, message)
+        except Exception:
+            log.exception("message %s failed", message.dedupe_key)
+            await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
+                                                    markdown=False), message)
 
     # ----------------------------------------------------------- pipeline
     def context_for(self, message: IncomingMessage) -> EventContext:
@@ -222,13 +202,10 @@ class Bridge:
             with contextlib.suppress(Exception):
                 await channel.stop_receiving()
         self._accepting = False
-        pending = [chat.task for chat in self._chats.values() if chat.task is not None and not chat.task.done()]
-        if pending:
+        if self._lanes.busy_chats:
             grace = self.services.config.bridge.shutdown_grace_s
-            log.info("waiting up to %.0fs for %d chat(s) to finish", grace, len(pending))
-            _done, late = await asyncio.wait(pending, timeout=grace)
-            for task in late:
-                task.cancel()
+            log.info("waiting up to %.0fs for %d chat(s) to finish", grace, self._lanes.busy_chats)
+        await self._lanes.close(self.services.config.bridge.shutdown_grace_s)
         for channel in self.channels.values():
             with contextlib.suppress(Exception):
                 await channel.stop()

@@ -123,6 +123,11 @@ class Reply:
     file: OutgoingFile | None = None
 
 
+#: The callback a channel gets from whoever answers (the bridge, a cluster receiver). It only
+#: queues the message and returns without waiting for the turn: ordering each chat's turns and
+#: dropping redeliveries (the same :attr:`IncomingMessage.dedupe_key` again) are the callback's
+#: job (:mod:`channels.ordering`). A channel therefore calls and awaits it in arrival order, straight
+#: from its intake path, and neither orders nor dedupes messages itself.
 MessageHandler = Callable[[IncomingMessage], Awaitable[None]]
 
 

@@ -10,9 +10,14 @@ Threads and chats. A mention in a channel is answered in the mention's thread. W
 ``thread_scope`` on, ``thread_id`` is the thread's ts and every thread is a chat of its own.
 
 Ordering. slack-bolt acknowledges an event before any listener code runs. The listeners only
-filter, de-duplicate and queue (no awaits), and bolt authorizes from the ``auth.test`` result
-taken at start instead of fetching it on the first event, so nothing suspends between receipt
-and queueing: queue order is arrival order. Each chat's turns then run one after the other.
+filter and hand the message on (``on_message`` just queues the turn: the contract of
+:data:`~channels.base.MessageHandler`), and bolt authorizes from the ``auth.test`` result taken
+at start instead of fetching it on the first event, so nothing suspends between receipt and
+hand-over: hand-over order is arrival order. Ordering each chat's turns and dropping Slack's
+retries (the same channel and ts, or the same slash command trigger, again) is the receiving
+side's one job (:mod:`channels.ordering`), not this module's. A slash command is acknowledged
+first (Slack wants that within 3 s); in a DM not seen before it then waits for one
+``conversations.info``, and such lookups run one at a time, so commands keep their order.
 """
 
 from __future__ import annotations
@@ -21,8 +26,7 @@ import asyncio
 import logging
 import os
 import re
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
@@ -59,31 +63,12 @@ log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 SLASH_COMMAND = "slash_command"  # IncomingMessage.raw["type"] of a turn that came as a slash command
 PLACEHOLDER_TEXT = "…"
-#: How many event ids / message ts are remembered to drop Slack's re-deliveries.
-_DEDUPE_MEMORY = 2000
 #: Placeholders whose answer never came are forgotten after this many newer ones.
 _PLACEHOLDER_MEMORY = 256
 _RATE_LIMIT_RETRIES = 3
 #: The largest file Slack takes in one upload (slack_sdk refuses bigger ones itself).
 MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
 _SOCKET_CONNECT_TIMEOUT_S = 30.0
-
-
-class _Recent:
-    """The last ``size`` keys seen: enough to catch re-deliveries without growing forever."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._keys: OrderedDict[Hashable, None] = OrderedDict()
-
-    def add(self, key: Hashable) -> bool:
-        """Remember ``key``; False if it was already remembered."""
-        if key in self._keys:
-            return False
-        self._keys[key] = None
-        if len(self._keys) > self._size:
-            self._keys.popitem(last=False)
-        return True
 
 
 class SlackChannel(Channel):
@@ -121,14 +106,12 @@ class SlackChannel(Channel):
         self._auth: AuthorizeResult | None = None
         self._bot_user_id = ""
         self._identity = ""  # "team <name> as @<bot>", from auth.test at start
-        self._seen_events = _Recent(_DEDUPE_MEMORY)
-        self._seen_messages = _Recent(_DEDUPE_MEMORY)
-        self._tails: dict[str, asyncio.Task[None]] = {}
         self._placeholders: dict[str, str] = {}
         #: DM channel id -> the person the bot's own DM there is with, None for a DM that is not
         #: the bot's (a slash command works in any DM, also one between two people). Learned from
         #: message.im events and conversations.info.
         self._im_partner: dict[str, str | None] = {}
+        self._im_lookup = asyncio.Lock()
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
 
@@ -236,21 +219,21 @@ class SlackChannel(Channel):
             if event.get("channel_type") == "im":
                 if event.get("channel") and event.get("user") and not self._is_noise(event):
                     self._im_partner[event["channel"]] = event["user"]  # only the bot's own DMs send message.im
-                self._accept(body, event, "direct")
+                await self._accept(event, body.get("team_id"), "direct")
 
         async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-            self._accept(body, event, "group")
+            await self._accept(event, body.get("team_id"), "group")
 
         async def on_command(ack: Any, command: dict[str, Any]) -> None:
-            self._accept_command(command)  # queued before the ack's await: arrival order holds
             await ack()
+            await self._accept_command(command)
 
         app.event("message")(on_message)
         app.event("app_mention")(on_mention)
         app.command(re.compile(r"^/"))(on_command)
         return app
 
-    def _accept_command(self, command: dict[str, Any]) -> None:
+    async def _accept_command(self, command: dict[str, Any]) -> None:
         """A slash command (``/memory dream 2``) is a turn whose text is the whole command line.
 
         Slack keeps every message that starts with "/" for its own slash commands, so this is
@@ -258,11 +241,11 @@ class SlackChannel(Channel):
         """
         channel_id, user = command.get("channel_id") or "", command.get("user_id") or ""
         trigger = command.get("trigger_id") or ""
-        if not channel_id or not user or (trigger and not self._seen_events.add(("command", trigger))):
+        if not channel_id or not user:
             return
         direct = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
         team = command.get("team_id") or (self._auth.team_id if self._auth else None)
-        self._schedule(IncomingMessage(
+        await self._hand_over(IncomingMessage(
             channel=self.name,
             chat_id=channel_id,
             chat_type="direct" if direct else "group",
@@ -274,16 +257,10 @@ class SlackChannel(Channel):
             raw={"type": SLASH_COMMAND, **command},
         ))
 
-    def _accept(self, body: dict[str, Any], event: dict[str, Any], chat_type: ChatType) -> None:
-        """Hand a person's message on once, however often Slack delivers it."""
-        if self._is_noise(event):
-            return
-        event_id = body.get("event_id")
-        if event_id and not self._seen_events.add(event_id):
-            return
-        if not self._seen_messages.add((event.get("channel"), event.get("ts"))):
-            return
-        self._schedule(self._to_incoming(body, event, chat_type))
+    async def _accept(self, event: dict[str, Any], team: str | None, chat_type: ChatType) -> None:
+        """Hand a person's message on (a redelivery too: the receiving side drops it by its key)."""
+        if not self._is_noise(event):
+            await self._hand_over(self._to_incoming(event, team, chat_type))
 
     def _is_noise(self, event: dict[str, Any]) -> bool:
         """Bots (ourselves included), edits, joins and other non-messages are not turns."""
@@ -295,10 +272,8 @@ class SlackChannel(Channel):
             or not event.get("ts")
         )
 
-    def _to_incoming(
-        self, body: dict[str, Any], event: dict[str, Any], chat_type: ChatType
-    ) -> IncomingMessage:
-        team = body.get("team_id") or event.get("team") or (self._auth.team_id if self._auth else None)
+    def _to_incoming(self, event: dict[str, Any], team: str | None, chat_type: ChatType) -> IncomingMessage:
+        team = team or event.get("team") or (self._auth.team_id if self._auth else None)
         return IncomingMessage(
             channel=self.name,
             chat_id=event["channel"],
@@ -318,31 +293,24 @@ class SlackChannel(Channel):
             text = re.sub(rf"\s*<@{re.escape(self._bot_user_id)}(?:\|[^>]*)?>\s*", " ", text)
         return text.strip().replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
-    def _schedule(self, message: IncomingMessage) -> None:
-        """Run the turn after the ack, behind earlier turns of the same chat."""
-        key = message.chat_key
-        task = asyncio.create_task(self._run_turn(message, self._tails.get(key)))
-        self._tails[key] = task
-        task.add_done_callback(lambda done: self._forget_tail(key, done))
-
-    def _forget_tail(self, key: str, task: asyncio.Task[None]) -> None:
-        """Drop a finished chat's entry unless a newer turn is already queued behind it."""
-        if self._tails.get(key) is task:
-            del self._tails[key]
-
-    async def _run_turn(self, message: IncomingMessage, previous: asyncio.Task[None] | None) -> None:
-        if previous is not None:
-            await asyncio.wait([previous])
+    async def _hand_over(self, message: IncomingMessage) -> None:
+        """Give the turn to ``on_message``, which queues it; a failure is logged, never raised into bolt."""
         assert self._on_message is not None
         try:
-            if message.chat_type == "direct" and _is_command(message) and not await self._is_own_im(
-                    message.chat_id, message.user_id):
-                # A DM between two people (or one we cannot check): the caller's private memory
-                # must not be used, nor shown there for the other person to see.
-                message = replace(message, chat_type="group")
-            await self._on_message(message)
+            if message.chat_type == "direct" and _is_command(message):
+                async with self._im_lookup:  # one lookup at a time: commands are handed on in order
+                    await self._on_message(await self._checked_dm(message))
+            else:
+                await self._on_message(message)
         except Exception:
-            log.exception("Slack turn %s failed", message.dedupe_key)
+            log.exception("Slack: handing on %s failed", message.dedupe_key)
+
+    async def _checked_dm(self, message: IncomingMessage) -> IncomingMessage:
+        """A command from a DM between two people (or one we cannot check) counts as a group's:
+        the caller's private memory must not be used, nor shown there for the other person to see."""
+        if await self._is_own_im(message.chat_id, message.user_id):
+            return message
+        return replace(message, chat_type="group")
 
     async def _is_own_im(self, channel_id: str, user: str) -> bool:
         """Whether ``channel_id`` is the bot's own DM with ``user``, not a DM between two people.

@@ -9,12 +9,14 @@ is meant for the bot: a ``@botname`` mention, a reply to one of the bot's messag
 sees. Edits, service messages and other update kinds are ignored; media without a caption get a
 short note in private chats only. ``allowed_users`` is checked before anything else.
 
-Ordering and concurrency. PTB hands updates over one at a time (``concurrent_updates`` off) and
-the handler never awaits the bridge: it filters, de-duplicates and appends the turn to its chat's
-lane, a queue with one worker task per chat. One chat's messages therefore reach ``on_message``
-in arrival order by construction, while a slow turn holds up neither the update loop nor other
-chats. ``concurrent_updates(True)`` would free the loop too, but it runs every update as a task of
-its own and promises no order among them, so order would rest on scheduling details.
+Ordering. PTB hands updates over one at a time (``concurrent_updates`` off) and the handler
+filters an update and awaits ``on_message`` with it, which only queues the turn (the contract of
+:data:`~channels.base.MessageHandler`). Messages therefore reach ``on_message`` in arrival order
+by construction; ordering the turns per chat and dropping redeliveries (same chat and message id)
+is the receiving side's one job (:mod:`channels.ordering`), not this module's.
+``concurrent_updates(True)`` would run every update as a task of its own and promise no order. The
+non-text note is the one thing sent from the handler itself: one short call, so it keeps its
+place among the chat's messages too.
 
 Formatting and delivery. A reply is split at 4096 characters first (Telegram counts the text
 after parsing, which Markdown rendering rarely makes longer), then each part is rendered to
@@ -30,7 +32,6 @@ import asyncio
 import logging
 import re
 import warnings
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -56,8 +57,6 @@ log = logging.getLogger(__name__)
 NON_TEXT_NOTE = "I can only read text messages for now."
 #: Only new messages are turns; asking for nothing else spares traffic.
 _ALLOWED_UPDATES = [UpdateType.MESSAGE]
-#: How many update ids are remembered to drop Telegram's re-deliveries.
-_RECENT_UPDATES = 2048
 #: The largest file the Bot API lets a bot send (multipart upload).
 MAX_UPLOAD_BYTES = 50 * 1000 * 1000
 _UPLOAD_TIMEOUT_S = 120.0
@@ -91,14 +90,12 @@ class TelegramChannel(Channel):
         poll_timeout: int = 10,
         typing_interval: float = 4.0,
         flood_attempts: int = 5,
-        drain_timeout: float = 10.0,
     ) -> None:
         """``base_url`` is PTB's form (the token is appended); ``base_file_url`` defaults to its
         ``/file/bot`` sibling. ``webhook_path`` is where the local server listens, by default the
         path of ``webhook_url``. ``poll_timeout`` is the long-poll wait in seconds,
         ``typing_interval`` how often "typing…" is renewed, ``flood_attempts`` how many tries a
-        call gets under flood control, ``drain_timeout`` how long ``stop`` lets running turns
-        finish."""
+        call gets under flood control."""
         if mode not in ("polling", "webhook"):
             raise ValueError(f"mode must be 'polling' or 'webhook', not {mode!r}")
         if mode == "webhook" and not webhook_url:
@@ -118,14 +115,11 @@ class TelegramChannel(Channel):
         self._poll_timeout = poll_timeout
         self._typing_interval = typing_interval
         self._flood_attempts = max(1, flood_attempts)
-        self._drain_timeout = drain_timeout
         self._app: _App | None = None
         self._bot: Bot | None = None
         self._bot_id = 0
         self._bot_username: str | None = None
         self._mention_re = _NEVER  # until start() learns the bot's handle
-        self._recent = _RecentIds(_RECENT_UPDATES)
-        self._lanes = _ChatLanes()
 
     @property
     def bot_username(self) -> str | None:
@@ -179,7 +173,7 @@ class TelegramChannel(Channel):
             self._learn_identity(bot)
 
     async def stop(self) -> None:
-        """Stop intake, let running turns finish (up to ``drain_timeout``), then disconnect."""
+        """Stop intake, then disconnect (the bridge lets turns in flight finish before this)."""
         app, self._app = self._app, None
         if app is None:
             bot, self._bot = self._bot, None
@@ -191,7 +185,6 @@ class TelegramChannel(Channel):
                 await app.updater.stop()
             if app.running:
                 await app.stop()  # hands over updates already fetched
-            await self._lanes.close(self._drain_timeout)
         finally:
             await app.shutdown()
             await app.bot.shutdown()  # the app skips it if getMe failed in start; a no-op otherwise
@@ -291,20 +284,21 @@ class TelegramChannel(Channel):
     async def _on_update(
         self, on_message: MessageHandler, update: Update, _context: object
     ) -> None:
-        """Sort one update and queue its work on its chat's lane; never waits for the bridge."""
+        """Sort one update and hand its message on (``on_message`` only queues the turn)."""
         if not self._is_allowed(update.effective_user):
             log.debug("Telegram: dropped update %s from a user not allowed", update.update_id)
-            return
-        if not self._recent.add(update.update_id):
-            log.debug("Telegram: dropped duplicate update %s", update.update_id)
             return
         message = update.message
         if message is None:
             log.debug("Telegram: ignored update %s (not a new message)", update.update_id)
             return
         job = self._job_for(update, message, on_message)
-        if job is not None:
-            self._lanes.submit(message.chat_id, job)
+        if job is None:
+            return
+        try:
+            await job()
+        except Exception:
+            log.exception("Telegram: handling update %s failed", update.update_id)
 
     def _job_for(self, update: Update, message: Message, on_message: MessageHandler) -> Job | None:
         """What a new message calls for: a turn, the non-text note, or nothing."""
@@ -436,71 +430,6 @@ class TelegramChannel(Channel):
         if self._bot is None:
             raise RuntimeError("TelegramChannel is not started")
         return self._bot
-
-
-class _RecentIds:
-    """The last ``size`` update ids: enough to catch re-deliveries without growing forever."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._order: deque[int] = deque()
-        self._ids: set[int] = set()
-
-    def add(self, update_id: int) -> bool:
-        """Remember ``update_id``; False if it was already seen."""
-        if update_id in self._ids:
-            return False
-        self._ids.add(update_id)
-        self._order.append(update_id)
-        if len(self._order) > self._size:
-            self._ids.discard(self._order.popleft())
-        return True
-
-
-class _ChatLanes:
-    """One queue and one worker task per busy chat: a chat's jobs run in order, chats in parallel.
-
-    A worker ends when its queue is empty, so idle chats cost nothing.
-    """
-
-    def __init__(self) -> None:
-        self._queues: dict[int, deque[Job]] = {}
-        self._workers: dict[int, asyncio.Task[None]] = {}
-
-    def submit(self, chat_id: int, job: Job) -> None:
-        queue = self._queues.get(chat_id)
-        if queue is not None:
-            queue.append(job)
-            return
-        self._queues[chat_id] = deque([job])
-        self._workers[chat_id] = asyncio.create_task(
-            self._work(chat_id), name=f"telegram-chat-{chat_id}"
-        )
-
-    async def close(self, timeout: float) -> None:
-        """Let queued jobs finish for up to ``timeout`` seconds, then cancel what is left."""
-        workers = list(self._workers.values())
-        if not workers:
-            return
-        _, late = await asyncio.wait(workers, timeout=timeout)
-        for worker in late:
-            worker.cancel()
-        if late:
-            log.warning("Telegram: cancelled %d chat(s) still busy at stop", len(late))
-            await asyncio.wait(late)
-
-    async def _work(self, chat_id: int) -> None:
-        queue = self._queues[chat_id]
-        try:
-            while queue:
-                job = queue.popleft()
-                try:
-                    await job()
-                except Exception:
-                    log.exception("Telegram: handling a message in chat %s failed", chat_id)
-        finally:
-            del self._queues[chat_id]
-            del self._workers[chat_id]
 
 
 _NEVER = re.compile(r"(?!)")

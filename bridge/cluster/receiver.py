@@ -6,9 +6,11 @@ Socket Mode) runs in exactly one receiver: the one holding the poller lease.
 
 Each message is checked and appended in one step inside Redis (a Lua script: ``SET NX EX`` on its
 dedupe key, then ``XADD`` only if that key was new), so a redelivered message is appended once and a
-failure in between cannot mark a message seen that was never appended. While Redis is away the
-append is retried with a clear log line; the channel holds the chat's later messages behind it, so
-order is kept and nothing is dropped.
+failure in between cannot mark a message seen that was never appended. Appends run in a lane per
+chat (:class:`channels.ordering.ChatLanes`), so a chat's messages enter the stream in arrival order
+and a channel never waits on Redis. While Redis is away the append is retried with a clear log line
+and the chat's later messages wait behind it, so order is kept and nothing is dropped; past
+``MAX_QUEUED`` waiting messages the channels' intake itself waits.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from redis.asyncio import Redis
 
 from channels import Channel, IncomingMessage
+from channels.ordering import ChatLanes
 
 from ..app import Services, thread_scope_channels
 from ..config import AppConfig
@@ -42,6 +45,7 @@ return false
 """
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 5.0
+MAX_QUEUED = 1024  # messages held in memory waiting for their append (a Redis outage)
 
 
 class Receiver:
@@ -52,6 +56,7 @@ class Receiver:
         self.keys = Keys(config.cluster.key_prefix)
         self._append = redis.register_script(_APPEND)
         self._thread_channels = thread_scope_channels(config)
+        self._lanes = ChatLanes("receiver", max_pending=MAX_QUEUED)
 
     def shard(self, message: IncomingMessage) -> int:
         """The shard of the message's scope, derived by the one function that names scopes."""
@@ -59,6 +64,15 @@ class Receiver:
         return shard_of(scope, self.config.cluster.shards)
 
     async def receive(self, message: IncomingMessage) -> None:
+        """The channels' callback: queue the append behind the chat's earlier ones and return."""
+        if not await self._lanes.submit(message.chat_key, lambda: self._append_one(message)):
+            log.warning("receiver stopping: message %s dropped", message.dedupe_key)
+
+    async def close(self, timeout: float) -> None:
+        """Let queued appends finish for up to ``timeout`` seconds (channels stopped first)."""
+        await self._lanes.close(timeout)
+
+    async def _append_one(self, message: IncomingMessage) -> None:
         """Append ``message`` to its shard's stream, waiting out a Redis outage (never dropping it)."""
         shard = self.shard(message)
         keys = [self.keys.seen(message.dedupe_key), self.keys.stream(shard)]
@@ -158,5 +172,6 @@ async def run_receiver(services: Services) -> None:
         for channel in posted:
             with contextlib.suppress(Exception):
                 await channel.stop()
+        await receiver.close(config.bridge.shutdown_grace_s)
         await redis.aclose()
         status.info("receiver stopped")

@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from channels import Channel, IncomingMessage, Reply
+from channels.ordering import ChatLanes
 from memory.scopes import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
@@ -72,12 +73,11 @@ class ShardRunner:
         self.redis = redis
         self.consumer = consumer
         self.channels = channels
-        self._slots = slots  # the worker's bridge.max_concurrent_chats, shared by its shards
-        self._inflight = asyncio.Semaphore(config.bridge.max_concurrent_chats * 4)  # bounds what is read ahead
+        # the worker's bridge.max_concurrent_chats is shared by its shards; max_pending bounds what is read ahead
+        self._lanes = ChatLanes(f"shard {number}", slots=slots, max_pending=config.bridge.max_concurrent_chats * 4)
         self._is_held = is_held
         self._config = config.model_copy(update={"workspace": str(shard_workspace(Path(config.cluster.root), number))})
         self._stop = asyncio.Event()
-        self._tails: dict[str, asyncio.Task[None]] = {}
         self._active: set[str] = set()  # entry ids read and not yet finished
         self._lease_ttl_s = config.cluster.lease_ttl_s
         self._tasks: list[asyncio.Task[None]] = []
@@ -114,12 +114,10 @@ class ShardRunner:
         lost: another worker may be answering them), then close the workspace. Unfinished entries
         stay pending for the next holder."""
         self._stop.set()
-        pending = [task for task in self._tails.values() if not task.done()]
-        if pending and grace_s > 0:
-            await asyncio.wait(pending, timeout=grace_s)
-        for task in [*self._tails.values(), *self._tasks]:
+        await self._lanes.close(grace_s)
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tails.values(), *self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._bridge is not None:
             await self._bridge.plugins.stop()
         if self.services is not None:
@@ -181,8 +179,7 @@ class ShardRunner:
             for entry_id, fields in entries:
                 if entry_id not in self._active and fields is not None:
                     claimed += 1
-                    await self._inflight.acquire()
-                    self._dispatch(entry_id, fields)
+                    await self._dispatch(entry_id, fields)
             if start == "0-0":
                 break
         if claimed:
@@ -193,35 +190,26 @@ class ShardRunner:
         reply: Any = await self.redis.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=READ_BATCH,
                                             block=BLOCK_MS)
         for entry_id, fields in reply[0][1] if reply else []:
-            await self._inflight.acquire()
-            self._dispatch(entry_id, fields)
+            await self._dispatch(entry_id, fields)
 
-    def _dispatch(self, entry_id: str, fields: dict[str, Any]) -> None:
-        """Queue the entry behind its chat's earlier ones; other chats go on in parallel."""
+    async def _dispatch(self, entry_id: str, fields: dict[str, Any]) -> None:
+        """Queue the entry behind its chat's earlier ones (waiting while too much is read ahead);
+        other chats go on in parallel. An entry not taken (stopping) stays pending for the next holder."""
         try:
             message = decode_message(fields[FIELD])
         except (KeyError, TypeError, ValueError) as exc:
             log.error("shard %d: entry %s is not a message (%s); acknowledged and skipped", self.number, entry_id, exc)
-            self._inflight.release()
             self._tasks.append(asyncio.create_task(self._ack(entry_id)))
             return
-        chat = message.chat_key
         self._active.add(entry_id)
-        task = asyncio.create_task(self._in_order(self._tails.get(chat), entry_id, message), name=f"turn:{chat}")
-        self._tails[chat] = task
-        task.add_done_callback(lambda done: self._tails.pop(chat) if self._tails.get(chat) is done else None)
+        if not await self._lanes.submit(message.chat_key, lambda: self._in_hand(entry_id, message)):
+            self._active.discard(entry_id)
 
-    async def _in_order(self, previous: asyncio.Task[None] | None, entry_id: str, message: IncomingMessage) -> None:
+    async def _in_hand(self, entry_id: str, message: IncomingMessage) -> None:
         try:
-            if previous is not None:
-                await asyncio.wait([previous])
-            async with self._slots:
-                await self._answer(entry_id, message)
-        except Exception:
-            log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
+            await self._answer(entry_id, message)
         finally:
             self._active.discard(entry_id)
-            self._inflight.release()
 
     # ---------------------------------------------------------- one message
     async def _answer(self, entry_id: str, message: IncomingMessage) -> None:

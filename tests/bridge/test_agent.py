@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import datetime
 
@@ -194,19 +193,6 @@ async def test_context_overflow_records_a_job_trims_and_retries(tmp_path, fake_l
     retried = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] != "system"]
     assert "turn 0" not in retried and "one more" in retried
     await services.aclose()
-
-
-async def test_one_chat_in_order_while_another_is_served(services, fake_llm) -> None:
-    fake_llm.responder = lambda r: "echo " + r["messages"][-1]["content"]
-    first = [asyncio.create_task(services.agent.handle(dm(f"a{i}", user="1"))) for i in range(10)]
-    other = asyncio.create_task(services.agent.handle(dm("b0", user="2")))
-    replies = await asyncio.gather(*first)
-    assert [r.text for r in replies] == [f"echo a{i}" for i in range(10)]
-    assert (await other).text == "echo b0"
-    users = [r["messages"][-1]["content"] for r in fake_llm.requests if r["messages"][-1]["content"].startswith("a")]
-    assert users == [f"a{i}" for i in range(10)]
-    history = services.conversations.load_messages(session_key("telegram-1", "telegram::1:"), 20)
-    assert [m["content"] for m in history if m["role"] == "user"] == [f"a{i}" for i in range(10)]
 
 
 async def test_knowledge_write_is_refused_for_non_admins_and_allowed_for_admins(tmp_path, fake_llm) -> None:

@@ -165,3 +165,16 @@ async def test_memory_export_in_a_channel_is_refused_and_uploads_nothing(world) 
     response = await memory_command(slack, channel, "export", "C0ROOM")
     assert "only send an export in a direct message" in response["text"]
     assert slack.files == [] and not any(call["method"].startswith("files.") for call in slack.calls)
+
+
+async def test_a_retried_event_is_answered_once(world) -> None:
+    """Slack retries an event it thinks was not acknowledged in time; the bridge drops it by its key."""
+    slack, llm, channel, _ = world
+    llm.reply("hello Alice")
+    event = dm_event("hi", "1700000300.000001")
+    assert await post_event(channel, event) == 200
+    assert await post_event(channel, event) == 200
+    llm.reply("second answer")
+    assert await post_event(channel, dm_event("and again", "1700000300.000002")) == 200
+    posted = await slack.wait_posted(2)
+    assert [p["text"] for p in posted] == ["hello Alice", "second answer"] and len(llm.requests) == 2

@@ -131,3 +131,19 @@ async def test_an_export_over_telegrams_limit_is_explained_not_sent(world, monke
     outbox = services.workspace.exports_dir
     await telegram.wait_until(lambda: not any(outbox.iterdir()), what="the unsent export's deletion")
     assert telegram.documents == []
+
+
+async def test_a_redelivered_update_is_answered_once_and_chats_in_order(world) -> None:
+    """The channel hands every update on; the bridge drops the redelivery by its key and answers
+    each chat's messages in the order they came."""
+    telegram, llm, _ = world
+    llm.responder = lambda r: "echo " + r["messages"][-1]["content"]
+    update = telegram.push_text(501, 501, "a0")
+    telegram.push_update(update)  # Telegram delivers the same update again
+    for i in range(1, 4):
+        telegram.push_text(501, 501, f"a{i}")
+        telegram.push_text(502, 502, f"b{i}")
+    sent = await telegram.wait_sent(7)
+    assert [s["text"] for s in sent if s["chat_id"] in (501, "501")] == [f"echo a{i}" for i in range(4)]
+    assert [s["text"] for s in sent if s["chat_id"] in (502, "502")] == [f"echo b{i}" for i in range(1, 4)]
+    assert len(llm.requests) == 7
