@@ -14,7 +14,6 @@ The agent does not order turns: its caller runs one turn per chat at a time, in 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from channels import IncomingMessage, Reply
 from memory import MemoryManager
 from memory.conversations import ConversationStore
 
+from . import offload
 from .config import AgentSettings, ContextSettings
 from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
@@ -117,7 +117,8 @@ class Agent:
         user_message: Message = {"role": "user", "content": message.text}
         await self._store_user_message(who.session_id, message.dedupe_key, user_message)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
-        system = self.prompt.build(PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
+        system = await offload.run(
+            self.prompt.build, PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
         try:
             try:
                 text = await self._converse(who, ctx, system, message.dedupe_key)
@@ -135,22 +136,22 @@ class Agent:
         """Store the user's message, unless an earlier delivery of it already did (with a journal)."""
         journal = self.journal
         if journal is None:
-            await asyncio.to_thread(self.conversations.append_messages, session_id, [user_message])
-        elif not await asyncio.to_thread(journal.user_stored, key):
+            await offload.run(self.conversations.append_messages, session_id, [user_message])
+        elif not await offload.run(journal.user_stored, key):
             mark = partial(journal.mark_started, key=key)
-            await asyncio.to_thread(self.conversations.append_messages, session_id, [user_message], mark)
+            await offload.run(self.conversations.append_messages, session_id, [user_message], mark)
 
     async def _store_answer(self, session_id: str, key: str, messages: list[Message], text: str) -> None:
         """Store the turn's last messages; with a journal, the answer is marked in the same transaction."""
         journal = self.journal
         mark = None if journal is None else partial(journal.mark_answered, key=key, reply=text)
-        await asyncio.to_thread(self.conversations.append_messages, session_id, messages, mark)
+        await offload.run(self.conversations.append_messages, session_id, messages, mark)
 
     async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str) -> str:
         """The LLM ⇄ tools loop; stores each assistant and tool message as it happens."""
         tools = self.toolbox.schemas(ctx)
         for _step in range(self.settings.max_steps):
-            messages = await asyncio.to_thread(self._llm_messages, who.session_id, system)
+            messages = await offload.run(self._llm_messages, who.session_id, system)
             response = await self.llm.complete(messages, tools)
             assistant = response.to_message()
             if not response.tool_calls:
@@ -162,7 +163,7 @@ class Agent:
             for call in response.tool_calls:
                 output = await self.toolbox.call(ctx, call.name, call.arguments)
                 results.append({"role": "tool", "tool_call_id": call.id, "content": output})
-            await asyncio.to_thread(self.conversations.append_messages, who.session_id, results)
+            await offload.run(self.conversations.append_messages, who.session_id, results)
         text = "I looked through my memory several times but couldn't finish; please ask again more specifically."
         await self._store_answer(who.session_id, key, [{"role": "assistant", "content": text}], text)
         return text

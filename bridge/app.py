@@ -6,13 +6,13 @@ same workspace, index and settings as the running bot.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, timedelta
 from functools import cached_property
+from typing import ParamSpec, TypeVar
 
 from memory import MemoryManager, Workspace, make_embedder
 from memory.conversations import ConversationStore
@@ -23,6 +23,7 @@ from memory.forgetting import pending_jobs as pending_forget_jobs
 from memory.knowledge import KnowledgeService
 from memory.portability import Portability
 
+from . import offload
 from .agent import Agent
 from .config import AppConfig
 from .conversation import Sessions
@@ -35,6 +36,8 @@ from .tools import ToolBox, default_tools
 from .worker import FlushWorker, llm_summarizer
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def local_user() -> str:
@@ -58,6 +61,7 @@ class Services:
     def __init__(self, config: AppConfig, *, llm: LLMClient | None = None) -> None:
         self.config = config
         self._llm = llm
+        offload.configure(config.bridge.worker_threads)
 
     @cached_property
     def workspace(self) -> Workspace:
@@ -91,7 +95,7 @@ class Services:
 
     @cached_property
     def flush_worker(self) -> FlushWorker:
-        return FlushWorker(Flusher(self.conversations, self.memory), llm_summarizer(self.llm))
+        return FlushWorker(Flusher(self.conversations, self.memory, offload=offload.run), llm_summarizer(self.llm))
 
     @cached_property
     def sessions(self) -> Sessions:
@@ -120,7 +124,7 @@ class Services:
 
     @cached_property
     def dreamer(self) -> DeepDream:
-        return DeepDream(self.memory, self.config.memory.dream)
+        return DeepDream(self.memory, self.config.memory.dream, offload=offload.run)
 
     @cached_property
     def portability(self) -> Portability:
@@ -135,6 +139,10 @@ class Services:
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult:
         """Deep Dream for one scope now, with the configured LLM."""
         return await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force)
+
+    async def run_blocking(self, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """For plugins, which do not import the bridge: a blocking call on :mod:`.offload`'s pool."""
+        return await offload.run(func, *args, **kwargs)
 
     async def clear_context(self, scope: str, chat_key: str) -> None:
         """``/clear``: a fresh context for the chat in ``scope`` (its turns still reach daily memory)."""
@@ -151,7 +159,7 @@ class Services:
         if self.config.memory.dream.enabled:
             await _step("Deep Dream", lambda: self._dream_all(day, lookback_days))
         await _step("the conversation cleanup", lambda: self.sessions.cleanup(self.config.conversation.max_age_days))
-        await _step("the scheduled-message pruning", lambda: asyncio.to_thread(
+        await _step("the scheduled-message pruning", lambda: offload.run(
             self.conversations.prune_scheduled, self.config.conversation.keep_scheduled))
         await _step("the MEMORY.md version pruning", self._prune_versions)
         await _step("the embedding cache collection", self._collect_embed_cache)
@@ -164,24 +172,24 @@ class Services:
         days = self.config.memory.retention.daily_days
         assert days is not None
         before = day - timedelta(days=days - 1)  # `day` itself is the newest of the days kept
-        for scope in await asyncio.to_thread(self.workspace.list_scopes):
-            await asyncio.to_thread(self.forgetter.expire, scope, before)
+        for scope in await offload.run(self.workspace.list_scopes):
+            await offload.run(self.forgetter.expire, scope, before)
         log.info("daily memory retention: files dated before %s removed", before)
 
     async def _prune_versions(self) -> None:
         versions = self.config.memory.versions
-        deleted = await asyncio.to_thread(self.dreamer.memory_file.prune_versions, versions.keep, versions.max_days)
+        deleted = await offload.run(self.dreamer.memory_file.prune_versions, versions.keep, versions.max_days)
         log.info("MEMORY.md versions: %d past memory.versions deleted", deleted)
 
     async def _collect_embed_cache(self) -> None:
         grace = self.config.memory.embed_cache_grace_days
-        deleted, left = await asyncio.to_thread(self.memory.storage.collect_embed_cache, grace)
+        deleted, left = await offload.run(self.memory.storage.collect_embed_cache, grace)
         log.info("embedding cache: %d unused vectors deleted, %d kept", deleted, left)
 
     async def _dream_all(self, day: date, lookback_days: int) -> None:
         """Deep Dream for each scope with daily memory in the window; one scope's failure stops no other."""
-        for scope in await asyncio.to_thread(self.workspace.list_scopes):
-            if not await asyncio.to_thread(self.dreamer.has_daily_content, scope, day, lookback_days):
+        for scope in await offload.run(self.workspace.list_scopes):
+            if not await offload.run(self.dreamer.has_daily_content, scope, day, lookback_days):
                 continue
             try:
                 result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)

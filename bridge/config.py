@@ -100,6 +100,8 @@ class BridgeSettings(StrictSettings):
     max_message_chars: int = Field(default=20000, ge=100, le=1_000_000)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     dedupe_window: int = Field(default=10000, ge=10)
+    #: Worker threads for blocking calls (SQLite, files, LanceDB): bridge/offload.py.
+    worker_threads: int = Field(default=16, ge=2, le=256)
 
 
 class ClusterSettings(StrictSettings):

@@ -12,7 +12,6 @@ wake the flush worker: a turn is summarised exactly once, whichever of them take
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
@@ -20,6 +19,7 @@ from datetime import date, datetime, time, timedelta
 from memory.conversations import ConversationStore, FlushJob
 from memory.conversations import session_id as store_session_id
 
+from . import offload
 from .config import ContextSettings
 from .context import trim_point
 
@@ -50,13 +50,13 @@ class Sessions:
     async def open(self, scope: str, chat_key: str, channel: str) -> str:
         """The session id of ``chat_key`` in ``scope``, created on first use."""
         session_id = session_key(scope, chat_key)
-        await asyncio.to_thread(self.store.ensure_session, session_id, scope, channel)
+        await offload.run(self.store.ensure_session, session_id, scope, channel)
         return session_id
 
     async def trim(self, session_id: str, *, harder: bool = False) -> FlushJob | None:
         """Trim the context when over budget (or always, by half its turns, after an overflow)."""
         reason = "overflow" if harder else "trim"
-        job = await asyncio.to_thread(self._trim, session_id, reason, harder)
+        job = await offload.run(self._trim, session_id, reason, harder)
         return self._queued(job, session_id, reason)
 
     def _trim(self, session_id: str, reason: str, harder: bool) -> FlushJob | None:
@@ -73,14 +73,14 @@ class Sessions:
     async def clear(self, scope: str, chat_key: str) -> FlushJob | None:
         """``/clear``: a fresh context for the chat; its turns not yet in daily memory are flushed."""
         session_id = session_key(scope, chat_key)
-        job = await asyncio.to_thread(self.store.clear_context, session_id, self._today())
+        job = await offload.run(self.store.clear_context, session_id, self._today())
         return self._queued(job, session_id, "clear")
 
     async def summarize_day(self, day: date) -> list[FlushJob]:
         """The nightly summary: every session's turns of ``day`` and before that are still only in the
         context become flush jobs for ``day`` (Deep Dream then sees the whole day)."""
         until = datetime.combine(day + timedelta(days=1), time()).timestamp()
-        jobs = await asyncio.to_thread(self.store.record_daily_jobs, until, day.isoformat())
+        jobs = await offload.run(self.store.record_daily_jobs, until, day.isoformat())
         log.info("nightly summary for %s: %d session(s) queued", day, len(jobs))
         if jobs:
             self._on_job()
@@ -88,7 +88,7 @@ class Sessions:
 
     async def cleanup(self, max_age_days: float) -> int:
         """Drop conversation rows past retention (only those already in daily memory)."""
-        return await asyncio.to_thread(self.store.cleanup, max_age_days)
+        return await offload.run(self.store.cleanup, max_age_days)
 
     def _today(self) -> str:
         return self._clock().strftime("%Y-%m-%d")

@@ -24,6 +24,7 @@ from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
+from . import offload
 from .app import Services
 from .console import start_in_background
 from .logs import STATUS_LOGGER
@@ -136,7 +137,8 @@ class Bridge:
         ``run`` (``timer``) says what each part is as it starts: one status line each. The terminal
         chat starts last, once everything else has spoken, because from then on it owns the screen.
         """
-        _ = self.services.agent, self.services.dreamer  # build shared parts once, before any thread uses them
+        # Build the shared parts once, before anything else uses them, off the loop (they open SQLite).
+        await offload.run(lambda: (self.services.agent, self.services.dreamer))
         say = status.info if timer else log.info
         if timer:
             embedder = self.services.memory.embedder
@@ -149,7 +151,7 @@ class Bridge:
         if timer:
             self._background.append(asyncio.create_task(self.services.timer.run_forever(), name="daily-timer"))
             dream = "Deep Dream" if self.services.config.memory.dream.enabled else "Deep Dream off"
-            say("nightly run (summaries, %s): next at %s", dream, f"{self.services.timer.next_run():%Y-%m-%d %H:%M}")
+            say("nightly run (summaries, %s): next at %s", dream, f"{await self.services.timer.next_run():%Y-%m-%d %H:%M}")
         self._accepting = True
         chat = self.channels.get("terminal")
         for channel in sorted(self.channels.values(), key=lambda channel: channel is chat):
@@ -176,8 +178,8 @@ class Bridge:
     async def _warm_memory(self) -> None:
         """Load the vectors of the chats active in the last week, so their first search is fast."""
         try:
-            scopes = self.services.conversations.recent_scopes(time.time() - WARM_SCOPES_DAYS * 86400)
-            loaded = await asyncio.to_thread(self.services.memory.warm, scopes)
+            scopes = await offload.run(self.services.conversations.recent_scopes, time.time() - WARM_SCOPES_DAYS * 86400)
+            loaded = await offload.run(self.services.memory.warm, scopes)
             log.info("memory: vectors of %d scope(s) loaded", loaded)
         except Exception as exc:
             log.warning("could not pre-load vectors: %s", exc)
@@ -288,7 +290,7 @@ async def _llm_notice(services: Services) -> str | None:
     if isinstance(services.llm, MemoryOnlyLLM):
         return BANNER
     try:
-        await asyncio.to_thread(probe_llm, services.config.llm, 3.0)
+        await offload.run(probe_llm, services.config.llm, 3.0)
     except Exception as exc:
         return f"note: {exc}. Chat needs an LLM; /memory commands work without one."
     return None

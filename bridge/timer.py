@@ -1,8 +1,9 @@
 """The daily timer: each night at ``memory.dream.time`` plus jitter, distil the day.
 
 The last run date is stored in SQLite, so a restart never runs a day twice, and a day missed while
-the process was down is caught up at start. Time and sleep are injectable so tests run a night in
-milliseconds.
+the process was down is caught up at start. It is read and written in a worker thread
+(:mod:`bridge.offload`): another process holding the write lock must not stall the event loop.
+Time and sleep are injectable so tests run a night in milliseconds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 
 from memory import DreamSettings
+
+from . import offload
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ class DailyTimer:
     async def catch_up(self) -> None:
         """Run once for yesterday when the process was down at its time, covering the missed days."""
         today = self._clock().date()
-        last = self._get_last_run()
+        last = await offload.run(self._get_last_run)
         yesterday = today - timedelta(days=1)
         if last is None or last >= yesterday:
             return
@@ -62,15 +65,16 @@ class DailyTimer:
         while True:
             await self.tick()
 
-    def next_run(self, now: datetime | None = None) -> datetime:
+    async def next_run(self, now: datetime | None = None) -> datetime:
         """When the job runs next: today's fire time, or tomorrow's once today's has run."""
         today = (now or self._clock()).date()
-        return self.fire_time(today) if self._get_last_run() != today else self.fire_time(today + timedelta(days=1))
+        last = await offload.run(self._get_last_run)
+        return self.fire_time(today) if last != today else self.fire_time(today + timedelta(days=1))
 
     async def tick(self) -> None:
         """Run today's job if its time has come and it has not run, else sleep until it is due."""
         now = self._clock()
-        due = self.next_run(now)
+        due = await self.next_run(now)
         if now >= due:
             await self._run(due.date(), self.settings.lookback_days)
             return
@@ -81,4 +85,4 @@ class DailyTimer:
             await self.job(day, lookback_days)
         except Exception:
             log.exception("nightly run for %s failed", day)
-        self._set_last_run(day)
+        await offload.run(self._set_last_run, day)

@@ -7,7 +7,6 @@ tools run it in a worker thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -18,6 +17,8 @@ from typing import Any, ClassVar
 
 from memory import MemoryManager, MemoryPathError
 from memory.knowledge import KnowledgeError, KnowledgeService
+
+from . import offload
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class MemorySearch(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         query = _text_arg(args, "query", max_len=1000)
         limit = _int_arg(args, "limit", 6, 1, 20)
-        results = await asyncio.to_thread(self.memory.search, query, ctx.scope, limit=limit)
+        results = await offload.run(self.memory.search, query, ctx.scope, limit=limit)
         if not results:
             return json.dumps({"results": [], "note": "nothing found; try other words or read recent daily memory"})
         return json.dumps({"results": [
@@ -112,7 +113,7 @@ class MemoryGet(Tool):
         start = _int_arg(args, "start_line", 1, 1, 10_000_000)
         count = _int_arg(args, "num_lines", 100, 1, MAX_GET_LINES)
         try:
-            text = await asyncio.to_thread(self.memory.read_lines, ctx.scope, path, start, count)
+            text = await offload.run(self.memory.read_lines, ctx.scope, path, start, count)
         except MemoryPathError as exc:
             raise ToolError(str(exc)) from None
         return text if text else f"(no lines at {start} in {path})"
@@ -129,7 +130,7 @@ class MemoryWrite(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         text = " ".join(_text_arg(args, "text", max_len=2000).split())
         line = text if text.startswith("- ") else f"- {text}"
-        path = await asyncio.to_thread(self.memory.append_daily, ctx.scope, line, when=ctx.now)
+        path = await offload.run(self.memory.append_daily, ctx.scope, line, when=ctx.now)
         return f"saved to memory/{path.name}"
 
 
@@ -145,7 +146,7 @@ class KnowledgeSearch(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         query = _text_arg(args, "query", max_len=1000)
         limit = _int_arg(args, "limit", 5, 1, 20)
-        results = await asyncio.to_thread(self.memory.search, query, ctx.scope, limit=limit * 3)
+        results = await offload.run(self.memory.search, query, ctx.scope, limit=limit * 3)
         hits = [r for r in results if r.source == "knowledge"][:limit]
         return json.dumps({"results": [{"path": r.path, "start_line": r.start_line, "score": round(r.score, 3),
                                         "text": r.text[:1500]} for r in hits]}, ensure_ascii=False)
@@ -161,7 +162,7 @@ class KnowledgeRead(Tool):
 
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         try:
-            return await asyncio.to_thread(self.knowledge.read, _text_arg(args, "page", max_len=500))
+            return await offload.run(self.knowledge.read, _text_arg(args, "page", max_len=500))
         except KnowledgeError as exc:
             raise ToolError(str(exc)) from None
 
@@ -180,7 +181,7 @@ class KnowledgeWrite(Tool):
         page = _text_arg(args, "page", max_len=500)
         content = _text_arg(args, "content", max_len=1_000_000)
         try:
-            written = await asyncio.to_thread(self.knowledge.write, page, content, actor=ctx.user.replace(" ", "_"))
+            written = await offload.run(self.knowledge.write, page, content, actor=ctx.user.replace(" ", "_"))
         except KnowledgeError as exc:
             raise ToolError(str(exc)) from None
         return f"saved {written.path}"

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from memory.conversations import Message
 from memory.flush import Flusher, Summarizer, conversation_text
 
+from . import offload
 from .llm import LLMClient
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class FlushWorker:
         """Run the pending jobs; when some stay pending (or the pass failed), try again later."""
         try:
             await self.flusher.run_pending(self.summarize)
-            retry = bool(await asyncio.to_thread(self.flusher.store.pending_jobs))
+            retry = bool(await offload.run(self.flusher.store.pending_jobs))
         except Exception:
             log.exception("flush worker pass failed; retrying in %.0fs", self.retry_delay_s)
             retry = True

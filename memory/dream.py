@@ -33,6 +33,7 @@ from typing import Any
 from .config import DreamSettings
 from .files import append_text, atomic_write
 from .manager import MemoryManager
+from .offload import Offload
 from .scopes import MEMORY_FILE
 
 log = logging.getLogger(__name__)
@@ -330,11 +331,13 @@ def _window_hash(window: list[tuple[str, str | None]]) -> str:
 
 
 class DeepDream:
-    def __init__(self, manager: MemoryManager, settings: DreamSettings, *, clock: Callable[[], datetime] = datetime.now) -> None:
+    def __init__(self, manager: MemoryManager, settings: DreamSettings, *, clock: Callable[[], datetime] = datetime.now,
+                 offload: Offload = asyncio.to_thread) -> None:
         self.manager = manager
         self.settings = settings
         self.memory_file = MemoryFile(manager)
         self._clock = clock
+        self._offload = offload
 
     def daily_window(self, scope: str, day: date, lookback_days: int) -> list[tuple[str, str | None]]:
         """(date, content or None when missing) for the window ending at ``day``, newest first."""
@@ -354,15 +357,15 @@ class DeepDream:
     ) -> DreamResult:
         lookback = lookback_days or self.settings.lookback_days
         day = day or self._clock().date()
-        window = await asyncio.to_thread(self.daily_window, scope, day, lookback)
+        window = await self._offload(self.daily_window, scope, day, lookback)
         if not any(text for _, text in window):
             return DreamResult("skipped", f"no daily memory in the last {lookback} day(s); MEMORY.md left as it is")
         input_hash = _window_hash(window)
-        if not force and await asyncio.to_thread(self._already_dreamt, scope, input_hash):
+        if not force and await self._offload(self._already_dreamt, scope, input_hash):
             return DreamResult("skipped", "already dreamt over exactly this daily memory")
         for attempt in range(_DREAM_ATTEMPTS):
             if attempt:  # the input changed under the first answer: read it again (a forget may have emptied lines)
-                window = await asyncio.to_thread(self.daily_window, scope, day, lookback)
+                window = await self._offload(self.daily_window, scope, day, lookback)
                 input_hash = _window_hash(window)
             result = await self._dream_once(scope, complete, window, input_hash, day)
             if result is not None:
@@ -375,14 +378,14 @@ class DeepDream:
         self, scope: str, complete: Complete, window: list[tuple[str, str | None]], input_hash: str, day: date
     ) -> DreamResult | None:
         """One pass over MEMORY.md as it is now; None when it changed before the answer could land."""
-        before = await asyncio.to_thread(self.memory_file.read, scope)
+        before = await self._offload(self.memory_file.read, scope)
         try:
             answer = await complete(self._prompt(before.decode("utf-8", "replace"), window))
         except Exception as exc:
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
         try:
-            return await asyncio.to_thread(self._apply, scope, before, answer, (input_hash, len(window)), day)
+            return await self._offload(self._apply, scope, before, answer, (input_hash, len(window)), day)
         except MemoryChanged:
             log.info("deep dream for %s: its input changed while the model answered; dreaming over the new one", scope)
             return None

@@ -21,6 +21,7 @@ from .chunker import SECTION_TITLES
 from .conversations import DAILY_REASON, ConversationStore, FlushJob, Message, is_scheduled
 from .files import append_text
 from .manager import MemoryManager
+from .offload import Offload
 
 log = logging.getLogger(__name__)
 
@@ -96,21 +97,23 @@ def _marker(job_id: int) -> str:
 class Flusher:
     """Runs flush jobs; safe to run again after a crash at any point."""
 
-    def __init__(self, store: ConversationStore, memory: MemoryManager, *, clock: Callable[[], datetime] = datetime.now) -> None:
+    def __init__(self, store: ConversationStore, memory: MemoryManager, *, clock: Callable[[], datetime] = datetime.now,
+                 offload: Offload = asyncio.to_thread) -> None:
         self.store = store
         self.memory = memory
         self._clock = clock
+        self._offload = offload
 
     async def run_pending(self, summarize: Summarizer) -> int:
         """Run every pending job in order; returns how many finished."""
         finished = 0
-        for job in await asyncio.to_thread(self.store.pending_jobs):
+        for job in await self._offload(self.store.pending_jobs):
             try:
                 await self.run_job(job, summarize)
                 finished += 1
             except Exception as exc:
                 log.exception("flush job %d failed; it stays pending for a retry", job.id)
-                await asyncio.to_thread(self.store.fail_job_attempt, job.id, str(exc))
+                await self._offload(self.store.fail_job_attempt, job.id, str(exc))
         return finished
 
     async def run_job(self, job: FlushJob, summarize: Summarizer) -> FlushOutcome:
@@ -124,20 +127,20 @@ class Flusher:
         raise RuntimeError(f"flush job {job.id}: its turns kept changing while they were summarised")
 
     async def _run_once(self, job: FlushJob, summarize: Summarizer) -> FlushOutcome | None:
-        messages = await asyncio.to_thread(self._messages, job)
+        messages = await self._offload(self._messages, job)
         if not conversation_text(messages):
-            await asyncio.to_thread(self.store.finish_job, job.id)
+            await self._offload(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
         summary, outcome = await _summarize(messages, summarize, f"flush job {job.id}")
         if is_sentinel(summary):
-            await asyncio.to_thread(self.store.finish_job, job.id)
+            await self._offload(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
-        written = await asyncio.to_thread(self._append_once, job, summary, messages)
+        written = await self._offload(self._append_once, job, summary, messages)
         if written is None:
             log.info("flush job %d: its turns changed while the model answered; summarising again", job.id)
             return None
-        await asyncio.to_thread(self.store.remember_summary, job, summary, _SUMMARY_KEEP_CHARS)
-        await asyncio.to_thread(self.store.finish_job, job.id)
+        await self._offload(self.store.remember_summary, job, summary, _SUMMARY_KEEP_CHARS)
+        await self._offload(self.store.finish_job, job.id)
         return outcome if written else FlushOutcome.ALREADY
 
     def _messages(self, job: FlushJob) -> list[Message]:

@@ -28,6 +28,7 @@ from channels.ordering import ChatLanes
 from memory.scopes import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
+from .. import offload
 from ..app import Services
 from ..config import AppConfig
 from ..runtime import Bridge, build_plugins
@@ -90,13 +91,13 @@ class ShardRunner:
     # ---------------------------------------------------------- lifecycle
     async def start(self) -> None:
         """Open the workspace (in a thread: SQLite and LanceDB), then consume and keep the nights."""
-        services, plugins = await asyncio.to_thread(self._open)
+        services, plugins = await offload.run(self._open)
         await plugins.start()
         services.flush_worker.start()
         self.services = services
         self._bridge = Bridge(services, list(self.channels.values()), plugins)
         await self._ensure_group()
-        log.info("shard %d: nightly pass next at %s", self.number, f"{services.timer.next_run():%Y-%m-%d %H:%M}")
+        log.info("shard %d: nightly pass next at %s", self.number, f"{await services.timer.next_run():%Y-%m-%d %H:%M}")
         self._tasks = [asyncio.create_task(self._consume(), name=f"shard:{self.number}"),
                        asyncio.create_task(services.timer.run_forever(), name=f"shard:{self.number}:nightly")]
 
@@ -128,10 +129,10 @@ class ShardRunner:
         day shows up, the turn journal drops what it no longer needs (so it never grows without end)."""
         if self.services is None or self._ledger is None:
             return None
-        day = await asyncio.to_thread(self.services.memory.storage.get_meta, NIGHTLY_META)
+        day = await offload.run(self.services.memory.storage.get_meta, NIGHTLY_META)
         if day is not None and day != self._pruned_after:
             self._pruned_after = day
-            pruned = await asyncio.to_thread(self._ledger.prune)
+            pruned = await offload.run(self._ledger.prune)
             log.info("shard %d: %d answered message id(s) past retention forgotten", self.number, pruned)
         return day
 
@@ -222,14 +223,14 @@ class ShardRunner:
             log.error("shard %d: no channel %r is enabled for message %s; acknowledged unanswered",
                       self.number, message.channel, message.dedupe_key)
         else:
-            record = await asyncio.to_thread(self._ledger.get, message.dedupe_key)
+            record = await offload.run(self._ledger.get, message.dedupe_key)
             if record is None or record.state is TurnState.STARTED:
                 await self._process(channel, message)
             elif record.state is TurnState.ANSWERED and record.reply is not None:
                 log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
                 await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
                                          markdown=record.markdown), message)
-            await asyncio.to_thread(self._ledger.mark_sent, message.dedupe_key)
+            await offload.run(self._ledger.mark_sent, message.dedupe_key)
         await self._ack(entry_id)
 
     async def _process(self, channel: Channel, message: IncomingMessage) -> None:

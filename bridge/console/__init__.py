@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .. import offload
 from ..app import Services
 from ..logs import STATUS_LOGGER
 from .api import SERVICES, json_errors, routes
@@ -49,7 +50,7 @@ async def _index(request: web.Request) -> web.FileResponse:
 async def _open_memory(app: web.Application) -> None:
     """Build the memory parts once, before requests race to create them from several threads."""
     services = app[SERVICES]
-    await asyncio.to_thread(lambda: (services.memory, services.dreamer, services.knowledge))
+    await offload.run(lambda: (services.memory, services.dreamer, services.knowledge))
 
 
 async def serve(services: Services, *, on_started: Callable[[str], None] | None = None) -> None:

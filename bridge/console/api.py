@@ -7,7 +7,6 @@ never stalls the bot's channels when the console runs inside ``membridge run``. 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -20,6 +19,7 @@ from memory.knowledge import KnowledgeError, KnowledgeNotFound
 from memory.manager import MemoryPathError
 from memory.scopes import ScopeError
 
+from .. import offload
 from ..app import Services
 from . import views
 from .security import API_PREFIX, Handler, Role, json_error, role_for
@@ -45,7 +45,7 @@ _ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 
 async def _in_thread(request: web.Request, func: Callable[..., T], *args: Any) -> T:
-    return await asyncio.to_thread(func, request.app[SERVICES], *args)
+    return await offload.run(func, request.app[SERVICES], *args)
 
 
 def _reply(data: object) -> web.Response:

@@ -7,11 +7,10 @@ which the bridge decided; ``/memory revert`` and knowledge edits are for admins 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import date, datetime
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 from channels.base import OutgoingFile, Reply
 from memory import MemoryManager
@@ -47,6 +46,9 @@ _EXPORT_KINDS = (("memory_md", "MEMORY.md"), ("versions", "MEMORY.md versions"),
 EXPORT_IN_GROUP = ("I only send an export in a direct message: it holds everything I remember about you, and "
                    "everyone here would get it. Write to me privately and send /memory export there.")
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 class CommandHost(Protocol):
     """What the commands need from the bridge's services."""
@@ -61,6 +63,10 @@ class CommandHost(Protocol):
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult: ...
 
     async def clear_context(self, scope: str, chat_key: str) -> None: ...
+
+    async def run_blocking(self, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``func`` in a worker thread of the bridge's bounded pool (memory calls block on SQLite)."""
+        ...
 
 
 Handler = Callable[[EventContext, str], Awaitable[str | Reply]]
@@ -112,7 +118,7 @@ class CommandsPlugin(Plugin):
 
     async def _show(self, ctx: EventContext, arg: str) -> str:
         host: CommandHost = ctx.host
-        data = await asyncio.to_thread(host.dreamer.memory_file.read, ctx.scope)
+        data = await host.run_blocking(host.dreamer.memory_file.read, ctx.scope)
         text = data.decode("utf-8", "replace").strip()
         if not text:
             return "I have no long-term memory for this chat yet."
@@ -124,7 +130,7 @@ class CommandsPlugin(Plugin):
         if not arg:
             return "Usage: /memory search QUERY"
         host: CommandHost = ctx.host
-        results = await asyncio.to_thread(host.memory.search, arg, ctx.scope, limit=5)
+        results = await host.run_blocking(host.memory.search, arg, ctx.scope, limit=5)
         if not results:
             return f"Nothing in memory matches “{arg}”."
         lines = [f"{i}. {r.path}:{r.start_line} ({r.score:.2f})\n{_quote(r.text)}" for i, r in enumerate(results, 1)]
@@ -144,7 +150,7 @@ class CommandsPlugin(Plugin):
 
     async def _history(self, ctx: EventContext, arg: str) -> str:
         host: CommandHost = ctx.host
-        versions = await asyncio.to_thread(host.dreamer.memory_file.versions, ctx.scope)
+        versions = await host.run_blocking(host.dreamer.memory_file.versions, ctx.scope)
         if not versions:
             return "MEMORY.md has no saved versions yet."
         lines = [f"v{v.id}  {datetime.fromtimestamp(v.created_at):%Y-%m-%d %H:%M}  {v.entries} entries  {v.cause}"
@@ -161,7 +167,7 @@ class CommandsPlugin(Plugin):
             version = int(arg.lstrip("v"))
         host: CommandHost = ctx.host
         try:
-            new_version, diff = await asyncio.to_thread(host.dreamer.memory_file.revert, ctx.scope, version)
+            new_version, diff = await host.run_blocking(host.dreamer.memory_file.revert, ctx.scope, version)
         except KeyError as exc:
             return str(exc.args[0])
         return f"MEMORY.md restored (now v{new_version}).\n```diff\n{diff.rstrip()}\n```" if diff else \
@@ -173,7 +179,7 @@ class CommandsPlugin(Plugin):
         if refusal:
             return refusal
         host: CommandHost = ctx.host
-        found = await asyncio.to_thread(host.forgetter.find, ctx.scope, arg)
+        found = await host.run_blocking(host.forgetter.find, ctx.scope, arg)
         if not found.matches:
             return f"Nothing I remember here contains “{arg}”."
         return (f"“{arg}” is in:\n{found.listing(FORGET_LISTING, 80)}\n"
@@ -184,7 +190,7 @@ class CommandsPlugin(Plugin):
         if refusal:
             return refusal
         host: CommandHost = ctx.host
-        found = await asyncio.to_thread(host.forgetter.forget, ctx.scope, arg)
+        found = await host.run_blocking(host.forgetter.forget, ctx.scope, arg)
         if not found.matches:
             return f"Nothing I remember here contains “{arg}”."
         places = ", ".join(f"{count} in {place}" for place, count in found.counts().items())
@@ -194,7 +200,7 @@ class CommandsPlugin(Plugin):
         if ctx.message.chat_type != "direct":
             return "Send /memory forget-me to me in a direct message: it erases your own memory, not this chat's."
         host: CommandHost = ctx.host
-        holdings = await asyncio.to_thread(host.forgetter.holdings, ctx.scope)
+        holdings = await host.run_blocking(host.forgetter.holdings, ctx.scope)
         if not any(holdings.values()):
             return "I keep nothing about you."
         kept = ", ".join(f"{count} {what}" for what, count in holdings.items() if count)
@@ -205,7 +211,7 @@ class CommandsPlugin(Plugin):
         if ctx.message.chat_type != "direct":
             return "Send /memory forget-me! to me in a direct message: it erases your own memory, not this chat's."
         host: CommandHost = ctx.host
-        await asyncio.to_thread(host.forgetter.erase, ctx.scope)
+        await host.run_blocking(host.forgetter.erase, ctx.scope)
         return "Done: everything I kept about you is erased. I start from nothing."
 
     async def _export(self, ctx: EventContext, arg: str) -> str | Reply:
@@ -214,7 +220,7 @@ class CommandsPlugin(Plugin):
             return EXPORT_IN_GROUP
         host: CommandHost = ctx.host
         try:
-            report = await asyncio.to_thread(host.portability.export_to_outbox, ctx.scope)
+            report = await host.run_blocking(host.portability.export_to_outbox, ctx.scope)
         except PortabilityError:
             return "I have nothing stored for you yet, so there is nothing to export."
         held = ", ".join(f"{report.counts[kind]} {label}" for kind, label in _EXPORT_KINDS if report.counts[kind])
@@ -229,12 +235,12 @@ class CommandsPlugin(Plugin):
         sub, _, arg = rest.partition(" ")
         host: CommandHost = ctx.host
         if sub == "list":
-            pages = await asyncio.to_thread(host.knowledge.list_pages)
+            pages = await host.run_blocking(host.knowledge.list_pages)
             if not pages:
                 return "The knowledge base is empty."
             return "Knowledge pages:\n" + "\n".join(f"- {p.category}/{p.slug}: {p.title}" for p in pages[:50])
         if sub == "search" and arg.strip():
-            results = await asyncio.to_thread(host.memory.search, arg.strip(), ctx.scope, limit=10)
+            results = await host.run_blocking(host.memory.search, arg.strip(), ctx.scope, limit=10)
             hits = [r for r in results if r.source == "knowledge"][:5]
             if not hits:
                 return f"No knowledge page matches “{arg.strip()}”."
