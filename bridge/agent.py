@@ -23,8 +23,7 @@ from functools import partial
 from typing import Protocol
 
 from channels import IncomingMessage, Reply
-from memory import MemoryManager
-from memory.conversations import ConversationStore
+from memory import ConversationStore, MemoryManager
 
 from . import offload
 from .config import AgentSettings, ContextSettings

@@ -14,14 +14,20 @@ from datetime import date, timedelta
 from functools import cached_property
 from typing import ParamSpec, TypeVar
 
-from memory import MemoryManager, Workspace, make_embedder
-from memory.conversations import ConversationStore
-from memory.dream import DeepDream, DreamResult, MemoryFile
-from memory.flush import Flusher
-from memory.forgetting import Forgetter
-from memory.forgetting import pending_jobs as pending_forget_jobs
-from memory.knowledge import KnowledgeService
-from memory.portability import Portability
+from memory import (
+    ConversationStore,
+    DeepDream,
+    DreamResult,
+    Flusher,
+    Forgetter,
+    KnowledgeService,
+    MemoryFile,
+    MemoryManager,
+    Portability,
+    Workspace,
+    make_embedder,
+    pending_forget_jobs,
+)
 
 from . import offload
 from .agent import Agent

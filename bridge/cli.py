@@ -164,7 +164,7 @@ def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
 
 def _versioned_file(args: argparse.Namespace) -> str:
     """``--file``: MEMORY.md (the default) or a daily file, ``memory/YYYY-MM-DD.md``."""
-    from memory.dream import versioned_file
+    from memory import versioned_file
 
     try:
         return versioned_file(str(args.file))
@@ -591,9 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.source is None:
         print(f"membridge: {no_config_notice()}", file=sys.stderr)
     setup_logging(args.verbose, config_secrets(config), config.logging, long_running=args.long_running)
-    from memory import MemoryPathError, ScopeError
-    from memory.knowledge import KnowledgeError
-    from memory.locks import WorkspaceLockTimeout
+    from memory import KnowledgeError, MemoryPathError, ScopeError, WorkspaceLockTimeout
 
     from .app import Services
 

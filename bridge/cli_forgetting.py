@@ -25,7 +25,7 @@ Without --yes it says what would go and changes nothing."""
 
 
 def cmd_memory_forget(services: Services, args: argparse.Namespace) -> int:
-    from memory.forgetting import NothingToForget  # imported when used: --help stays fast
+    from memory import NothingToForget  # imported when used: --help stays fast
 
     scope = _scope(services, args, must_exist=True)
     try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .cli import CommandError, _print_json, _scope, stderr_progress
 
 if TYPE_CHECKING:
-    from memory.portability import TransferReport
+    from memory import TransferReport
 
     from .app import Services
 
@@ -30,7 +30,7 @@ files, versions and messages are restored together and indexed, so search finds 
 
 
 def cmd_memory_export(services: Services, args: argparse.Namespace) -> int:
-    from memory.portability import PortabilityError
+    from memory import PortabilityError
 
     scope = _scope(services, args, must_exist=False)
     try:
@@ -43,7 +43,7 @@ def cmd_memory_export(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_memory_import(services: Services, args: argparse.Namespace) -> int:
-    from memory.portability import PortabilityError
+    from memory import PortabilityError
 
     if not args.scope:
         raise CommandError("say which scope to restore into: --scope NAME (a scope with nothing in it yet)")

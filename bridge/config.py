@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from memory.config import EmbeddingSettings, MemorySettings, StrictSettings
+from memory import EmbeddingSettings, MemorySettings, StrictSettings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
 APP_DIR = "membridge"

@@ -11,8 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from memory.conversations import StoredMessage
-from memory.keyword import count_cjk
+from memory import StoredMessage, count_cjk
 
 _MESSAGE_OVERHEAD = 4
 

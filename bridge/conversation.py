@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 
-from memory.conversations import ConversationStore, FlushJob
-from memory.conversations import session_id as store_session_id
+from memory import ConversationStore, FlushJob
+from memory import session_id as store_session_id
 
 from . import offload
 from .config import ContextSettings

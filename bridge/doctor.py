@@ -83,7 +83,7 @@ def _lancedb() -> str:
     import lancedb
     import numpy as np
 
-    from memory.vectors import LanceDBBackend, VectorRow
+    from memory import LanceDBBackend, VectorRow
 
     with tempfile.TemporaryDirectory() as tmp:
         backend = LanceDBBackend(Path(tmp), "doctor")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from channels import IncomingMessage
-from memory.scopes import GLOBAL_SCOPE
+from memory import GLOBAL_SCOPE
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_LEN = 128

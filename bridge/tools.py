@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from memory import MemoryManager, MemoryPathError
-from memory.knowledge import KnowledgeError, KnowledgeService
+from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError
 
 from . import offload
 

@@ -15,8 +15,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from memory.conversations import Message
-from memory.flush import Flusher, Summarizer, conversation_text
+from memory import Flusher, Message, Summarizer, conversation_text
 
 from . import offload
 from .llm import LLMClient

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
-    from .config import DreamSettings, EmbeddingSettings, MemorySettings
+    from .config import DreamSettings, EmbeddingSettings, MemorySettings, StrictSettings
+    from .conversations import ConversationStore, FlushJob, Message, StoredMessage, session_id
+    from .dream import DeepDream, DreamResult, MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .embedding import (
         EmbeddingError,
         EmbeddingProvider,
@@ -23,12 +25,26 @@ if TYPE_CHECKING:
         OpenAIEmbedding,
         make_embedder,
     )
+    from .flush import Flusher, Summarizer, conversation_text
+    from .forgetting import Forgetter, NothingToForget, pending_forget_jobs
+    from .keyword import count_cjk
+    from .knowledge import KnowledgeError, KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .locks import WorkspaceLock, WorkspaceLockTimeout
     from .manager import MemoryManager, MemoryPathError, SyncReport
+    from .portability import Portability, PortabilityError, TransferReport
     from .retrieval.result import SearchResult
-    from .scopes import GLOBAL_SCOPE, KNOWLEDGE_SCOPE, ScopeError, Workspace, validate_scope
+    from .scopes import (
+        DAILY_DIR,
+        GLOBAL_SCOPE,
+        KNOWLEDGE_DIR,
+        KNOWLEDGE_SCOPE,
+        MEMORY_FILE,
+        ScopeError,
+        Workspace,
+        validate_scope,
+    )
     from .storage import Database
-    from .vectors import LanceDBBackend, VectorBackend
+    from .vectors import LanceDBBackend, VectorBackend, VectorRow
 
 #: Public name -> the module (relative to this package) that defines it.
 _HOMES = {
@@ -37,54 +53,116 @@ _HOMES = {
     "DreamSettings": "config",
     "EmbeddingSettings": "config",
     "MemorySettings": "config",
+    "StrictSettings": "config",
+    "ConversationStore": "conversations",
+    "FlushJob": "conversations",
+    "Message": "conversations",
+    "StoredMessage": "conversations",
+    "session_id": "conversations",
+    "DeepDream": "dream",
+    "DreamResult": "dream",
+    "MemoryFile": "dream",
+    "Version": "dream",
+    "count_entries": "dream",
+    "unified_diff": "dream",
+    "versioned_file": "dream",
     "EmbeddingError": "embedding",
     "EmbeddingProvider": "embedding",
     "HashEmbedding": "embedding",
     "LocalEmbedding": "embedding",
     "OpenAIEmbedding": "embedding",
     "make_embedder": "embedding",
+    "Flusher": "flush",
+    "Summarizer": "flush",
+    "conversation_text": "flush",
+    "Forgetter": "forgetting",
+    "NothingToForget": "forgetting",
+    "pending_forget_jobs": "forgetting",
+    "count_cjk": "keyword",
+    "KnowledgeError": "knowledge",
+    "KnowledgeNotFound": "knowledge",
+    "KnowledgePage": "knowledge",
+    "KnowledgeService": "knowledge",
     "WorkspaceLock": "locks",
     "WorkspaceLockTimeout": "locks",
     "MemoryManager": "manager",
     "MemoryPathError": "manager",
     "SyncReport": "manager",
+    "Portability": "portability",
+    "PortabilityError": "portability",
+    "TransferReport": "portability",
     "SearchResult": "retrieval.result",
+    "DAILY_DIR": "scopes",
     "GLOBAL_SCOPE": "scopes",
+    "KNOWLEDGE_DIR": "scopes",
     "KNOWLEDGE_SCOPE": "scopes",
+    "MEMORY_FILE": "scopes",
     "ScopeError": "scopes",
     "Workspace": "scopes",
     "validate_scope": "scopes",
     "Database": "storage",
     "LanceDBBackend": "vectors",
     "VectorBackend": "vectors",
+    "VectorRow": "vectors",
 }
 
 __all__ = [
+    "DAILY_DIR",
     "GLOBAL_SCOPE",
+    "KNOWLEDGE_DIR",
     "KNOWLEDGE_SCOPE",
+    "MEMORY_FILE",
     "Chunk",
+    "ConversationStore",
     "Database",
+    "DeepDream",
+    "DreamResult",
     "DreamSettings",
     "EmbeddingError",
     "EmbeddingProvider",
     "EmbeddingSettings",
+    "FlushJob",
+    "Flusher",
+    "Forgetter",
     "HashEmbedding",
+    "KnowledgeError",
+    "KnowledgeNotFound",
+    "KnowledgePage",
+    "KnowledgeService",
     "LanceDBBackend",
     "LocalEmbedding",
+    "MemoryFile",
     "MemoryManager",
     "MemoryPathError",
     "MemorySettings",
+    "Message",
+    "NothingToForget",
     "OpenAIEmbedding",
+    "Portability",
+    "PortabilityError",
     "ScopeError",
     "SearchResult",
+    "StoredMessage",
+    "StrictSettings",
+    "Summarizer",
     "SyncReport",
+    "TransferReport",
     "VectorBackend",
+    "VectorRow",
+    "Version",
     "Workspace",
     "WorkspaceLock",
     "WorkspaceLockTimeout",
     "chunk_text",
+    "conversation_text",
+    "count_cjk",
+    "count_entries",
     "make_embedder",
+    "pending_forget_jobs",
+    "session_id",
+    "unified_diff",
     "validate_scope",
+    "versioned_file",
 ]
 
 

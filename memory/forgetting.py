@@ -298,7 +298,7 @@ def _rewrite_without(path: Path, matches: Callable[[str], bool], *, keep_lines: 
         fsync_dir(path.parent)
 
 
-def pending_jobs(memory: MemoryManager) -> int:
+def pending_forget_jobs(memory: MemoryManager) -> int:
     """How many forget jobs are recorded and unfinished (0 before the first forget ever)."""
     if not memory.db.query("SELECT 1 FROM sqlite_master WHERE name = 'forget_jobs'"):
         return 0

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory.storage import Database
+from memory import Database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS cluster_turns (

@@ -25,7 +25,7 @@ from redis.exceptions import ResponseError
 
 from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes
-from memory.scopes import KNOWLEDGE_DIR
+from memory import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
 from .. import offload

@@ -15,9 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from memory.knowledge import KnowledgeError, KnowledgeNotFound
-from memory.manager import MemoryPathError
-from memory.scopes import ScopeError
+from memory import KnowledgeError, KnowledgeNotFound, MemoryPathError, ScopeError
 
 from .. import offload
 from ..app import Services

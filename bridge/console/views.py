@@ -21,9 +21,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from memory.dream import MemoryFile, Version, count_entries, unified_diff
-from memory.knowledge import KnowledgePage
-from memory.scopes import DAILY_DIR, MEMORY_FILE, validate_scope
+from memory import (
+    DAILY_DIR,
+    MEMORY_FILE,
+    KnowledgePage,
+    MemoryFile,
+    Version,
+    count_entries,
+    unified_diff,
+    validate_scope,
+)
 
 from ..app import Services
 

@@ -13,12 +13,16 @@ from datetime import date, datetime
 from typing import ParamSpec, Protocol, TypeVar
 
 from channels.base import OutgoingFile, Reply
-from memory import MemoryManager
-from memory.conversations import ConversationStore
-from memory.dream import DeepDream, DreamResult
-from memory.forgetting import Forgetter
-from memory.knowledge import KnowledgeService
-from memory.portability import Portability, PortabilityError
+from memory import (
+    ConversationStore,
+    DeepDream,
+    DreamResult,
+    Forgetter,
+    KnowledgeService,
+    MemoryManager,
+    Portability,
+    PortabilityError,
+)
 
 from ..base import Action, EventContext, Plugin
 
