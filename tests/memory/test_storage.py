@@ -117,3 +117,29 @@ def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storag
     assert filled and filled[0] > 0 and storage.trigram_queue() == 0  # the fill ran between the reads
     assert len(hits) == 4 and {hit.chunk.scope for hit in hits} == {"alice"}
     assert {hit.chunk.id for hit in hits} == {hit.chunk.id for hit in storage._search_trigram(built, ["alice"], 8)}
+
+
+def segments(storage: IndexStorage, table: str) -> int:
+    """How many segments an FTS5 index is made of (each has rows in its ``_idx`` table)."""
+    return int(storage.db.query(f"SELECT count(DISTINCT segid) FROM {table}_idx")[0][0])
+
+
+def test_a_change_across_many_files_adds_at_most_two_segments_to_each_keyword_index(storage) -> None:
+    """A forget rewrites a line in many files at once. Written in file order, the FTS5 deletes go
+    up and down in rowid, and FTS5 wrote one segment per step down: past 16 it merged the whole
+    level, the bulk load's big segments with it (2 s of the forget's 2.5 s in a 100k-chunk index)."""
+    while storage.fill_trigram():
+        pass
+    before = {table: segments(storage, table) for table in ("chunks_fts", "chunks_tri")}
+    rows = storage.db.query("SELECT path, text FROM chunks WHERE scope = 'group' ORDER BY rowid")
+    texts: dict[str, list[str]] = {}
+    for path, text in rows:
+        texts.setdefault(path, []).append(text)
+    with storage.write() as conn:
+        for path in sorted(texts, reverse=True)[:12]:  # the highest rowids first
+            text = "\n".join(texts[path]).replace("w1 ", "forgotten ", 1) + "\n"
+            chunks = chunk_text(text, scope="group", path=path, max_chars=60, overlap_lines=0)
+            storage.replace_file(conn, FileRecord("group", path, text_hash(text), 0.0, len(text)), chunks)
+    after = {table: segments(storage, table) for table in before}
+    assert after["chunks_fts"] - before["chunks_fts"] <= 2 and after["chunks_tri"] - before["chunks_tri"] <= 1
+    assert storage.check_fts()
