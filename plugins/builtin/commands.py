@@ -207,7 +207,8 @@ class CommandsPlugin(Plugin):
         holdings = await host.run_blocking(host.forgetter.holdings, ctx.scope)
         if not any(holdings.values()):
             return "I keep nothing about you."
-        kept = ", ".join(f"{count} {what}" for what, count in holdings.items() if count)
+        kept = ", ".join(f"{count} {what if count > 1 else what.removesuffix('s')}" for what, count in holdings.items()
+                         if count)
         return (f"I keep about you: {kept}. Send /memory forget-me! to erase all of it for good. What you said in "
                 "groups stays in those groups' memory (an admin there can /memory forget it).")
 

@@ -178,3 +178,62 @@ async def test_a_retried_event_is_answered_once(world) -> None:
     assert await post_event(channel, dm_event("and again", "1700000300.000002")) == 200
     posted = await slack.wait_posted(2)
     assert [p["text"] for p in posted] == ["hello Alice", "second answer"] and len(llm.requests) == 2
+
+
+async def slash_memory(slack: FakeSlack, channel: SlackChannel, text: str, channel_id: str = "D0ALICE") -> str:
+    """Alice types ``/memory TEXT``; the text of the answer posted to that command's response_url."""
+    done = len(slack.responses)
+    fields = slash_command("/memory", text, channel_id=channel_id, user_id="U0ALICE", response_url=slack.response_url())
+    assert await post_command(channel, fields) == 200
+    return str((await slack.wait_responses(done + 1))[done]["text"])
+
+
+async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_file(world) -> None:
+    slack, llm, channel, services = world
+    scope = f"slack-{TEAM_ID}-U0ALICE"
+    services.dreamer.memory_file.write(scope, b"- Alice uses Helix\n- Alice's badge is 5150\n", "dream")
+    daily = services.memory.append_daily(scope, "- Alice lost badge 5150", when=datetime(2026, 12, 1, 9, 30))
+    services.memory.sync(scope)
+    listing = await slash_memory(slack, channel, "forget badge")
+    assert listing.splitlines() == [
+        "“badge” is in:", "memory files: 2; file versions: 1; index: 2",
+        "  memory files  MEMORY.md:2  - Alice's badge is 5150",
+        "  memory files  memory/2026-12-01.md:1  - Alice lost badge 5150",
+        "  file versions  MEMORY.md v1:2  - Alice's badge is 5150",
+        "  index  MEMORY.md:1-2  - Alice uses Helix - Alice's badge is 5150",
+        "  index  memory/2026-12-01.md:1-1  - Alice lost badge 5150",
+        "Send /memory forget! badge to forget all of it for good (it cannot be undone)."]
+    assert services.memory.search("5150", scope)  # a listing changes nothing
+    done = await slash_memory(slack, channel, "forget! badge")
+    assert done == "Forgotten for good: 2 in memory files, 1 in file versions, 2 in index."
+    assert services.workspace.memory_file(scope).read_bytes() == b"- Alice uses Helix\n"
+    assert not daily.exists() and services.memory.search("5150", scope) == []
+    assert b"5150" not in (services.workspace.root / "index.db").read_bytes() and not llm.requests
+
+
+async def test_in_a_channel_a_member_may_not_forget_and_nobody_may_forget_me(world) -> None:
+    slack, _llm, channel, services = world
+    daily = services.memory.append_daily(f"slack-{TEAM_ID}-chat-C0ROOM", "- the lab's door code is 7788")
+    assert await slash_memory(slack, channel, "forget! door code", "C0ROOM") == (
+        "Sorry, in a group only an admin can make me forget things.")
+    assert await slash_memory(slack, channel, "forget-me", "C0ROOM") == (
+        "Send /memory forget-me to me in a direct message: it erases your own memory, not this chat's.")
+    assert b"7788" in daily.read_bytes()
+
+
+async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_alice(world) -> None:
+    slack, llm, channel, services = world
+    alice, bob = f"slack-{TEAM_ID}-U0ALICE", f"slack-{TEAM_ID}-U0BOB"
+    for scope in (alice, bob):
+        services.memory.append_daily(scope, f"- {scope} rides a red bike")
+        services.memory.sync(scope)
+    before = {path: path.read_bytes() for path in services.workspace.scope_dir(bob).rglob("*") if path.is_file()}
+    assert await slash_memory(slack, channel, "forget-me") == (
+        "I keep about you: 1 file, 1 chunk. Send /memory forget-me! to erase all of it for good. What you said in "
+        "groups stays in those groups' memory (an admin there can /memory forget it).")
+    assert await slash_memory(slack, channel, "forget-me!") == (
+        "Done: everything I kept about you is erased. I start from nothing.")
+    assert not services.workspace.scope_dir(alice).exists() and services.memory.search("red bike", alice) == []
+    assert {path: path.read_bytes() for path in services.workspace.scope_dir(bob).rglob("*") if path.is_file()} == before
+    assert services.memory.search("red bike", bob) and not llm.requests
+    assert await slash_memory(slack, channel, "forget-me") == "I keep nothing about you."

@@ -147,3 +147,64 @@ async def test_a_redelivered_update_is_answered_once_and_chats_in_order(world) -
     assert [s["text"] for s in sent if s["chat_id"] in (501, "501")] == [f"echo a{i}" for i in range(4)]
     assert [s["text"] for s in sent if s["chat_id"] in (502, "502")] == [f"echo b{i}" for i in range(1, 4)]
     assert len(llm.requests) == 7
+
+
+async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_file(world) -> None:
+    telegram, llm, services = world
+    services.dreamer.memory_file.write("telegram-501", b"- Maya plays the oboe\n- Maya's PIN is 4411\n", "dream")
+    daily = services.memory.append_daily("telegram-501", "- Maya said her PIN is 4411", when=datetime(2026, 12, 1, 9, 30))
+    services.memory.sync("telegram-501")
+    telegram.push_text(501, 501, "/memory forget pin is 4411")
+    [listing] = await telegram.wait_sent(1)
+    assert listing["visible"].splitlines() == [  # Markdown drops the listing's indent
+        "“pin is 4411” is in:", "memory files: 2; file versions: 1; index: 2",
+        "memory files  MEMORY.md:2  - Maya's PIN is 4411",
+        "memory files  memory/2026-12-01.md:1  - Maya said her PIN is 4411",
+        "file versions  MEMORY.md v1:2  - Maya's PIN is 4411",
+        "index  MEMORY.md:1-2  - Maya plays the oboe - Maya's PIN is 4411",
+        "index  memory/2026-12-01.md:1-1  - Maya said her PIN is 4411",
+        "Send /memory forget! pin is 4411 to forget all of it for good (it cannot be undone)."]
+    assert services.memory.search("4411", "telegram-501")  # a listing changes nothing
+    telegram.push_text(501, 501, "/memory forget! pin is 4411")
+    done = (await telegram.wait_sent(2))[1]
+    assert done["visible"] == "Forgotten for good: 2 in memory files, 1 in file versions, 2 in index."
+    assert services.workspace.memory_file("telegram-501").read_bytes() == b"- Maya plays the oboe\n"
+    assert not daily.exists() and services.memory.search("4411", "telegram-501") == []
+    assert b"4411" not in (services.workspace.root / "index.db").read_bytes() and not llm.requests
+
+
+async def test_in_a_group_only_an_admin_may_forget_and_nobody_may_forget_me(world) -> None:
+    telegram, _llm, services = world
+    daily = services.memory.append_daily("telegram-chat--100200", "- the group's door code is 7788")
+    telegram.push_text(-100200, 501, "/memory forget! door code", chat_type="supergroup")
+    telegram.push_text(-100200, 501, "/memory forget-me!", chat_type="supergroup")
+    first, second = await telegram.wait_sent(2)
+    assert first["visible"] == "Sorry, in a group only an admin can make me forget things."
+    assert second["visible"] == ("Send /memory forget-me! to me in a direct message: it erases your own memory, "
+                                 "not this chat's.")
+    assert b"7788" in daily.read_bytes()
+
+
+async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_the_sender(world) -> None:
+    telegram, llm, services = world
+    for user in (501, 502):
+        services.dreamer.memory_file.write(f"telegram-{user}", f"- user {user} likes chess\n".encode(), "dream")
+        services.memory.append_daily(f"telegram-{user}", f"- user {user} lives in Lyon")
+        services.memory.sync(f"telegram-{user}")
+    other = services.workspace.scope_dir("telegram-502")
+    before = {path: path.read_bytes() for path in other.rglob("*") if path.is_file()}
+    telegram.push_text(501, 501, "/memory forget-me")
+    [listing] = await telegram.wait_sent(1)
+    assert listing["visible"] == (
+        "I keep about you: 2 files, 2 chunks, 1 version. Send /memory forget-me! to erase all of it for good. "
+        "What you said in groups stays in those groups' memory (an admin there can /memory forget it).")
+    telegram.push_text(501, 501, "/memory forget-me!")
+    done = (await telegram.wait_sent(2))[1]
+    assert done["visible"] == "Done: everything I kept about you is erased. I start from nothing."
+    assert not services.workspace.scope_dir("telegram-501").exists()
+    assert services.forgetter.holdings("telegram-501") == dict.fromkeys(
+        ("files", "chunks", "versions", "sessions", "messages"), 0)
+    assert {path: path.read_bytes() for path in other.rglob("*") if path.is_file()} == before
+    assert services.memory.search("Lyon", "telegram-502") and not llm.requests
+    telegram.push_text(501, 501, "/memory forget-me")
+    assert (await telegram.wait_sent(3))[2]["visible"] == "I keep nothing about you."
