@@ -4,7 +4,7 @@ An export is one zip::
 
     manifest.json                   format, versions, scope, time, counts, size and SHA-256 per member
     MEMORY.md, memory/...           the scope's files, byte for byte as on disk
-    versions/versions.jsonl         one line per MEMORY.md version, oldest first
+    versions/versions.jsonl         one line per kept version (MEMORY.md's, a daily file's), oldest first
     versions/NNNNNN.md              that version's bytes
     conversations/sessions.jsonl    one line per conversation (chat, channel, context boundaries)
     conversations/messages.jsonl    one line per message, session by session in order
@@ -32,7 +32,8 @@ from typing import IO, Any
 from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date
 
 FORMAT = "membridge-memory-export"
-FORMAT_VERSION = 1
+#: 2: a version line names its file (``path``); format 1 held MEMORY.md versions only, and is still read.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 VERSIONS_INDEX = "versions/versions.jsonl"
 SESSIONS = "conversations/sessions.jsonl"

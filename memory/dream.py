@@ -194,24 +194,32 @@ class MemoryFile:
         with self.manager.db.transaction() as conn:
             return _insert_version(conn, scope, time.time(), cause, data, file)
 
-    def history(self, scope: str) -> Iterator[tuple[Version, bytes]]:
-        """Every version of ``scope``'s MEMORY.md with its bytes, oldest first (what an export carries)."""
-        for version in reversed(self.versions(scope)):
-            yield version, self.content(scope, version.id)
+    def history(self, scope: str) -> Iterator[tuple[str, Version, bytes]]:
+        """Every kept version of ``scope``'s files (MEMORY.md's and the daily files') as (file,
+        version, bytes), oldest first: what an export carries."""
+        rows = self.manager.db.query(
+            "SELECT path, id, scope, created_at, cause, entries, sha256 FROM memory_versions WHERE scope = ? ORDER BY id",
+            (scope,))
+        for file, *version in rows:
+            yield file, Version(*version), self.content(scope, version[0], file)
 
     @staticmethod
-    def restore_versions(conn: sqlite3.Connection, scope: str, versions: Iterable[tuple[float, str, bytes]]) -> int:
-        """Record exported versions ``(created_at, cause, content)``, oldest first, in the caller's
-        transaction (an import); returns how many."""
+    def restore_versions(conn: sqlite3.Connection, scope: str,
+                         versions: Iterable[tuple[str, float, str, bytes]]) -> int:
+        """Record exported versions ``(file, created_at, cause, content)``, oldest first, in the
+        caller's transaction (an import); returns how many. A file that keeps no versions is a
+        ValueError."""
         count = 0
-        for created_at, cause, data in versions:
-            _insert_version(conn, scope, created_at, cause, data, MEMORY_FILE)
+        for file, created_at, cause, data in versions:
+            _insert_version(conn, scope, created_at, cause, data, versioned_file(file))
             count += 1
         return count
 
-    def version_count(self) -> int:
-        """Versions kept, over every scope."""
-        return int(self.manager.db.query("SELECT count(*) FROM memory_versions")[0][0])
+    def version_count(self, scope: str | None = None) -> int:
+        """Versions kept of every file of ``scope`` (None: over every scope)."""
+        if scope is None:
+            return int(self.manager.db.query("SELECT count(*) FROM memory_versions")[0][0])
+        return int(self.manager.db.query("SELECT count(*) FROM memory_versions WHERE scope = ?", (scope,))[0][0])
 
     def prune_versions(self, keep: int, max_days: float, now: float | None = None) -> int:
         """Delete each file's versions past its newest ``keep`` or older than ``max_days``; the newest

@@ -137,7 +137,7 @@ class Forgetter:
             sum(1 for p in base.rglob("*") if p.is_file()) if base.is_dir() else 0)
         sessions, messages = ScopeConversations(self.conversations, scope).counts()
         return {"files": files, "chunks": self.memory.storage.count_chunks(scope),
-                "versions": len(self.memory_file.versions(scope)), "sessions": sessions, "messages": messages}
+                "versions": self.memory_file.version_count(scope), "sessions": sessions, "messages": messages}
 
     def erase(self, scope: str) -> None:
         """Remove ``scope`` whole: files, index rows, vectors, cached vectors, versions, sessions,

@@ -1,8 +1,8 @@
 """Take a scope's memory away as one zip, and bring it back into an empty scope.
 
-An export is everything that is the person's own: MEMORY.md and all its recorded versions, the
-whole ``memory/`` folder (daily files, dream diaries), and the conversation messages (through the
-conversation store's :class:`~memory.conversations.ScopeConversations`). The index, the vectors
+An export is everything that is the person's own: MEMORY.md, the whole ``memory/`` folder (daily
+files, dream diaries), the recorded versions of MEMORY.md and of the daily files (console edits
+are versioned too), and the conversation messages (through the conversation store's :class:`~memory.conversations.ScopeConversations`). The index, the vectors
 and the embedding cache are derived from these, so an import rebuilds them with a sync instead of
 carrying them. The zip's layout and the checks on a zip to import are in :mod:`memory.archive`.
 
@@ -117,16 +117,16 @@ class Portability:
     def _write_zip(self, handle: IO[bytes], scope: str, progress: ProgressCallback | None) -> dict[str, int]:
         conversations = ScopeConversations(self.conversations, scope)
         files = self._scope_files(scope)
-        versions = self.memory_file.versions(scope)
+        versions = self.memory_file.version_count(scope)
         sessions, messages = conversations.counts()
-        writer = _ZipWriter(handle, progress, total=len(files) + len(versions) + messages)
+        writer = _ZipWriter(handle, progress, total=len(files) + versions + messages)
         with writer:
             for name, path in files:
                 writer.copy_file(name, path)
             index = []
-            for number, (version, data) in enumerate(self.memory_file.history(scope), 1):
+            for number, (file, version, data) in enumerate(self.memory_file.history(scope), 1):
                 writer.write(version_member(number), data)
-                index.append({"file": version_member(number), "created_at": version.created_at,
+                index.append({"file": version_member(number), "path": file, "created_at": version.created_at,
                               "cause": version.cause, "entries": version.entries, "sha256": version.sha256})
             writer.write_lines(VERSIONS_INDEX, iter(index))
             writer.write_lines(SESSIONS, iter(conversations.sessions()))
@@ -161,11 +161,11 @@ class Portability:
         """What ``scope`` holds, in words ("MEMORY.md", "3 files under memory/", ...); empty: nothing."""
         files = self._scope_files(scope)
         others = sum(1 for name, _ in files if name != MEMORY_FILE)
-        versions = len(self.memory_file.versions(scope))
+        versions = self.memory_file.version_count(scope)
         sessions, messages = ScopeConversations(self.conversations, scope).counts()
         parts = ["MEMORY.md"] if any(name == MEMORY_FILE for name, _ in files) else []
         parts += [f"{others} file(s) under memory/"] if others else []
-        parts += [f"{versions} MEMORY.md version(s)"] if versions else []
+        parts += [f"{versions} file version(s)"] if versions else []
         parts += [f"{sessions} conversation(s) with {messages} message(s)"] if sessions else []
         return parts
 
@@ -261,9 +261,11 @@ def _unpack(archive: CheckedArchive, name: str, target: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def _versions(archive: CheckedArchive) -> Iterator[tuple[float, str, bytes]]:
+def _versions(archive: CheckedArchive) -> Iterator[tuple[str, float, str, bytes]]:
+    """(versioned file, time, cause, bytes) of each exported version; format 1 kept MEMORY.md's only."""
     for record in archive.records(VERSIONS_INDEX):
-        yield float(record["created_at"]), str(record["cause"]), archive.read(str(record["file"]))
+        yield (str(record.get("path", MEMORY_FILE)), float(record["created_at"]), str(record["cause"]),
+               archive.read(str(record["file"])))
 
 
 def _counted(records: Iterator[dict[str, Any]], progress: ProgressCallback | None) -> Iterator[dict[str, Any]]:

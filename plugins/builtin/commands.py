@@ -45,7 +45,7 @@ HELP = """Commands:
 MEMORY_USAGE = ("Usage: /memory show | search QUERY | dream [days] | history | revert [VERSION] | forget[!] TEXT"
                 " | forget-me[!] | export")
 FORGET_LISTING = 20
-_EXPORT_KINDS = (("memory_md", "MEMORY.md"), ("versions", "MEMORY.md versions"), ("daily_files", "daily files"),
+_EXPORT_KINDS = (("memory_md", "MEMORY.md"), ("versions", "file versions"), ("daily_files", "daily files"),
                  ("dream_diaries", "dream diaries"), ("other_files", "other files"), ("messages", "messages"))
 EXPORT_IN_GROUP = ("I only send an export in a direct message: it holds everything I remember about you, and "
                    "everyone here would get it. Write to me privately and send /memory export there.")

@@ -30,13 +30,16 @@ def portability(make_manager: Callable[..., MemoryManager]) -> Portability:
 
 def plant(portability: Portability, scope: str = SCOPE) -> None:
     """A scope with everything an export carries: MEMORY.md with versions, daily files (one in
-    Chinese), a dream diary, an odd file, two conversations (one with a pending flush job)."""
+    Chinese, one edited in the console: two versions), a dream diary, an odd file, two
+    conversations (one with a pending flush job)."""
     manager = portability.manager
     portability.memory_file.write(scope, b"- likes green tea\n", "dream")
     portability.memory_file.write(scope, f"- likes green tea\n- bike lock code is {TOKEN}\n".encode(), "dream")
     daily = manager.workspace.daily_dir(scope)
     daily.mkdir(parents=True, exist_ok=True)
     (daily / "2026-11-30.md").write_bytes(f"- 10:00 parked the bike, code {TOKEN}\n".encode())
+    portability.memory_file.write(scope, f"- 10:00 parked the blue bike, code {TOKEN}\n".encode(), "console edit",
+                                  file="memory/2026-11-30.md")  # the file as found is kept as a version first
     (daily / "2026-12-01.md").write_bytes("- 她喜欢乌龙茶\r\n- no newline at the end".encode())
     (manager.workspace.dreams_dir(scope)).mkdir(parents=True)
     (manager.workspace.dreams_dir(scope) / "2026-12-01.md").write_bytes(b"## 23:51\nquiet day\n")
@@ -68,9 +71,9 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     members = export(portability, tmp_path / "out.zip")
     manifest = json.loads(members.pop("manifest.json"))
     assert manifest["scope"] == SCOPE and manifest["membridge_version"] == "9.9.9"
-    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 1
+    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 2
     assert manifest["counts"] == {"memory_md": 1, "daily_files": 2, "dream_diaries": 1, "other_files": 1,
-                                  "versions": 2, "sessions": 2, "messages": 4}
+                                  "versions": 4, "sessions": 2, "messages": 4}
     assert manifest["files"] == {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                                  for name, data in members.items()}
     assert members["memory/2026-12-01.md"] == "- 她喜欢乌龙茶\r\n- no newline at the end".encode()
@@ -79,8 +82,12 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     assert members["versions/000001.md"] == b"- likes green tea\n"
     assert TOKEN.encode() in members["versions/000002.md"]
     versions = [json.loads(line) for line in members["versions/versions.jsonl"].splitlines()]
-    assert [v["file"] for v in versions] == ["versions/000001.md", "versions/000002.md"]
-    assert [v["cause"] for v in versions] == ["dream", "dream"]
+    assert [(v["file"], v["path"], v["cause"]) for v in versions] == [
+        ("versions/000001.md", "MEMORY.md", "dream"), ("versions/000002.md", "MEMORY.md", "dream"),
+        ("versions/000003.md", "memory/2026-11-30.md", "as found on disk"),
+        ("versions/000004.md", "memory/2026-11-30.md", "console edit")]
+    assert members["versions/000003.md"] == f"- 10:00 parked the bike, code {TOKEN}\n".encode()
+    assert members["versions/000004.md"] == members["memory/2026-11-30.md"]
     messages = [json.loads(line) for line in members["conversations/messages.jsonl"].splitlines()]
     assert [(m["chat"], m["seq"], m["role"]) for m in messages] == [
         ("telegram:::42:", 1, "user"), ("telegram:::42:", 2, "assistant"),
@@ -94,7 +101,7 @@ def test_round_trip_is_byte_for_byte_and_search_finds_the_import(portability: Po
     plant(portability)
     first = export(portability, tmp_path / "first.zip")
     report = portability.import_(tmp_path / "first.zip", "slack-T1-U9")
-    assert report.counts["messages"] == 4 and report.counts["versions"] == 2 and report.chunks_indexed > 0
+    assert report.counts["messages"] == 4 and report.counts["versions"] == 4 and report.chunks_indexed > 0
     second = export(portability, tmp_path / "second.zip", "slack-T1-U9")
     manifests = json.loads(first.pop("manifest.json")), json.loads(second.pop("manifest.json"))
     assert first == second
@@ -107,8 +114,32 @@ def test_round_trip_is_byte_for_byte_and_search_finds_the_import(portability: Po
     assert portability.manager.search("乌龙茶", "slack-T1-U9")[0].path == "memory/2026-12-01.md"
     reverted, _ = portability.memory_file.revert("slack-T1-U9")
     assert portability.memory_file.read("slack-T1-U9") == b"- likes green tea\n" and reverted > 0
+    day = "memory/2026-11-30.md"
+    assert [v.cause for v in portability.memory_file.versions("slack-T1-U9", day)] == ["console edit", "as found on disk"]
+    portability.memory_file.revert("slack-T1-U9", file=day)
+    assert portability.memory_file.read("slack-T1-U9", day) == f"- 10:00 parked the bike, code {TOKEN}\n".encode()
     store = portability.conversations
     assert store.load_messages("slack-T1-U9|telegram:::42:7", 5)[0]["content"] == f"remember {TOKEN} for telegram:::42:7"
+
+
+def test_a_format_1_export_still_imports_its_versions_as_memory_mds(portability: Portability, tmp_path: Path) -> None:
+    """Format 1 (before daily-file versions) had no ``path`` on a version line: all were MEMORY.md's."""
+    portability.memory_file.write(SCOPE, b"- one\n", "dream")
+    portability.memory_file.write(SCOPE, b"- one\n- two\n", "dream")
+    members = export(portability, tmp_path / "new.zip")
+    manifest = json.loads(members.pop("manifest.json"))
+    lines = [json.loads(line) for line in members["versions/versions.jsonl"].splitlines()]
+    members["versions/versions.jsonl"] = b"".join(
+        json.dumps({k: v for k, v in line.items() if k != "path"}).encode() + b"\n" for line in lines)
+    manifest.update(format_version=1, files={name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                                             for name, data in members.items()})
+    with zipfile.ZipFile(tmp_path / "old.zip", "w") as archive:
+        for name, data in {**members, "manifest.json": json.dumps(manifest).encode()}.items():
+            archive.writestr(name, data)
+    assert portability.import_(tmp_path / "old.zip", "telegram-7").counts["versions"] == 2
+    assert [v.cause for v in portability.memory_file.versions("telegram-7")] == ["dream", "dream"]
+    assert portability.memory_file.content("telegram-7", portability.memory_file.versions("telegram-7")[1].id) == (
+        b"- one\n")
 
 
 def test_import_refuses_a_scope_that_is_not_empty_and_names_what_is_there(portability: Portability,
@@ -119,7 +150,7 @@ def test_import_refuses_a_scope_that_is_not_empty_and_names_what_is_there(portab
     before = scope_tree(portability, "other")
     with pytest.raises(PortabilityError, match=r"scope 'other' is not empty: it has 1 file\(s\) under memory/.*new --scope"):
         portability.import_(tmp_path / "out.zip", "other")
-    with pytest.raises(PortabilityError, match=r"MEMORY.md, 4 file\(s\) under memory/, 2 MEMORY.md version\(s\), "
+    with pytest.raises(PortabilityError, match=r"MEMORY.md, 4 file\(s\) under memory/, 4 file version\(s\), "
                                                r"2 conversation\(s\) with 4 message\(s\)"):
         portability.import_(tmp_path / "out.zip", SCOPE)
     assert scope_tree(portability, "other") == before
