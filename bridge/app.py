@@ -189,7 +189,7 @@ class Services:
 
     async def _collect_embed_cache(self) -> None:
         grace = self.config.memory.embed_cache_grace_days
-        deleted, left = await offload.run(self.memory.storage.collect_embed_cache, grace)
+        deleted, left = await offload.run(self.memory.collect_embed_cache, grace)
         log.info("embedding cache: %d unused vectors deleted, %d kept", deleted, left)
 
     async def _dream_all(self, day: date, lookback_days: int) -> None:
@@ -206,12 +206,11 @@ class Services:
     @cached_property
     def timer(self) -> DailyTimer:
         def last_run() -> date | None:
-            value = self.memory.storage.get_meta("nightly.last_run")
+            value = self.memory.get_meta("nightly.last_run")
             return date.fromisoformat(value) if value else None
 
         def set_last_run(day: date) -> None:
-            with self.memory.db.transaction() as conn:
-                self.memory.storage.set_meta(conn, "nightly.last_run", day.isoformat())
+            self.memory.set_meta("nightly.last_run", day.isoformat())
 
         return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=last_run, set_last_run=set_last_run)
 

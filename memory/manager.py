@@ -678,6 +678,20 @@ class MemoryManager:
             loaded += cache.preload(name, generations[name])
         return loaded
 
+    # ========================================================= for the app
+    def get_meta(self, key: str) -> str | None:
+        """A small value the application keeps in the index (the nightly timer's last run)."""
+        return self.storage.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``key`` = ``value`` in a transaction of its own."""
+        with self.db.transaction() as conn:
+            self.storage.set_meta(conn, key, value)
+
+    def collect_embed_cache(self, grace_days: float) -> tuple[int, int]:
+        """Delete cached vectors no chunk uses, unused for ``grace_days``: (deleted, kept)."""
+        return self.storage.collect_embed_cache(grace_days)
+
     # =========================================================== file access
     def resolve(self, scope: str, path: str) -> Path:
         """The file behind a memory path, or :class:`MemoryPathError` if it is not ``scope``'s.

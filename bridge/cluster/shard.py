@@ -129,7 +129,7 @@ class ShardRunner:
         day shows up, the turn journal drops what it no longer needs (so it never grows without end)."""
         if self.services is None or self._ledger is None:
             return None
-        day = await offload.run(self.services.memory.storage.get_meta, NIGHTLY_META)
+        day = await offload.run(self.services.memory.get_meta, NIGHTLY_META)
         if day is not None and day != self._pruned_after:
             self._pruned_after = day
             pruned = await offload.run(self._ledger.prune)
