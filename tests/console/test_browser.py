@@ -22,6 +22,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from support.bot import make_services
@@ -97,6 +98,9 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(TIMEOUT_S)
+    # The console renders after its fetches answer: every find_element waits for its element (up to
+    # TIMEOUT_S) instead of racing the page, which failed once under load right after a click.
+    driver.implicitly_wait(TIMEOUT_S)
     try:
         yield driver
     finally:
@@ -105,6 +109,16 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 
 def _wait(driver: WebDriver, condition: object) -> object:
     return WebDriverWait(driver, TIMEOUT_S).until(condition)  # type: ignore[arg-type]
+
+
+def _absent(driver: WebDriver, within: WebElement, css: str) -> bool:
+    """Whether nothing under ``within`` matches ``css``, asked once (the implicit wait would spend
+    TIMEOUT_S proving an absence)."""
+    driver.implicitly_wait(0)
+    try:
+        return within.find_elements(By.CSS_SELECTOR, css) == []
+    finally:
+        driver.implicitly_wait(TIMEOUT_S)
 
 
 def _text_in(driver: WebDriver, element_id: str, text: str) -> None:
@@ -306,7 +320,7 @@ def test_knowledge_pages_render_safely_and_their_links_navigate(browser: WebDriv
     browser.find_element(By.CSS_SELECTOR, ".page[data-path='knowledge/tech/hostile.md']").click()
     _text_in(browser, "page-content", "<script>window.pwned = 1</script>")  # shown as text
     content = browser.find_element(By.ID, "page-content")
-    assert content.find_elements(By.CSS_SELECTOR, "script, img, [onerror]") == []
+    assert _absent(browser, content, "script, img, [onerror]")
     assert "[a trap](javascript:window.pwned=1)" in content.text
     assert browser.execute_script("return window.pwned") is None
     assert content.find_element(By.CSS_SELECTOR, ".dead-link").text == "nowhere"
