@@ -13,6 +13,7 @@ import hmac
 import itertools
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from . import HANG_GUARD_S
+from .file_host import FileHost
 
 __all__ = ["FakeSlack", "event_callback", "sign", "slash_command"]
 
@@ -105,7 +107,9 @@ class FakeSlack:
 
     Use as ``async with FakeSlack() as slack:`` and point the client at ``slack.api_url``.
     Records what was posted (``posted``, ``updated``), every call (``calls``) and every Socket
-    Mode ack (``acks``); ``fail_next`` scripts errors such as rate limits.
+    Mode ack (``acks``); ``fail_next`` scripts errors such as rate limits. ``host_file`` shares a
+    file people sent: ``files.info`` describes it and its private URL serves it to the bot token
+    only (``file_host`` scripts and records the downloads).
     """
 
     def __init__(
@@ -130,6 +134,8 @@ class FakeSlack:
         #: Files shared by files.completeUploadExternal: channel, thread_ts, filename, title, the bytes.
         self.files: list[dict[str, Any]] = []
         self._uploads: dict[str, dict[str, Any]] = {}  # file id -> the upload in progress
+        self.file_host = FileHost()  # files people shared, served at their private URLs
+        self._shared: dict[str, dict[str, Any]] = {}  # file id -> its file object, for files.info
         #: The bot's own DMs: channel id -> the person. conversations.info answers
         #: channel_not_found for any other DM (one between two people), as Slack does.
         self.ims: dict[str, str] = {}
@@ -147,6 +153,7 @@ class FakeSlack:
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/socket/{connection}", self._socket)
         app.router.add_post("/response/{token}", self._response)
+        app.router.add_get("/files-pri/{key}/{tail:.+}", self._private_file)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -160,6 +167,7 @@ class FakeSlack:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.file_host.release()
         for socket in list(self._sockets):
             await socket.close()
         if self._runner is not None:
@@ -176,6 +184,24 @@ class FakeSlack:
         return f"http://127.0.0.1:{self._port}/response/{uuid.uuid4().hex}"
 
     # -- scripting and waiting -----------------------------------------------------------------
+
+    def host_file(self, data: bytes, *, name: str, mimetype: str, filetype: str = "binary",
+                  size: int | None = None, user: str = "U0ALICE", **extra: Any) -> dict[str, Any]:
+        """Share ``data`` as a file a person uploaded; its file object, as events and files.info
+        carry it. ``size`` is what Slack claims (by default the real length)."""
+        file_id = f"F{next(self._ts):08d}"
+        key = f"{self.team_id}-{file_id}"
+        hosted = self.file_host.add(key, data, size)
+        base = f"http://127.0.0.1:{self._port}/files-pri/{key}"
+        quoted = urllib.parse.quote(name, safe="")
+        file = {"id": file_id, "created": int(time.time()), "timestamp": int(time.time()), "name": name,
+                "title": name, "mimetype": mimetype, "filetype": filetype, "pretty_type": filetype.upper(),
+                "user": user, "user_team": self.team_id, "mode": "hosted", "editable": False,
+                "is_external": False, "external_type": "", "is_public": False, "size": hosted.size,
+                "url_private": f"{base}/{quoted}", "url_private_download": f"{base}/download/{quoted}",
+                "permalink": f"https://fake.slack.com/files/{user}/{file_id}/{quoted}", **extra}
+        self._shared[file_id] = file
+        return file
 
     def fail_next(
         self, method: str, status: int = 429, retry_after: int | None = 1, times: int = 1, error: str | None = None
@@ -334,6 +360,19 @@ class FakeSlack:
             shared.append({"id": item["id"], "name": upload["filename"], "title": record["title"],
                            "size": len(upload["data"])})
         return {"files": shared}
+
+    def _m_files_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        file = self._shared.get(str(args.get("file") or ""))
+        if file is None:
+            return {"error": "file_not_found"}
+        return {"file": file, "comments": [], "response_metadata": {"next_cursor": ""}}
+
+    async def _private_file(self, request: web.Request) -> web.StreamResponse:
+        """A file's private URL: the bytes for a request bearing the bot token, 401 otherwise."""
+        authorized = _bearer(request) == self.bot_token
+        response = await self.file_host.serve(request, request.match_info["key"], authorized=authorized)
+        await self._notify()
+        return response
 
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"url": f"ws://127.0.0.1:{self._port}/socket/{uuid.uuid4().hex}"}

@@ -7,7 +7,8 @@ A formatting bug the real API would reject therefore fails a test here first.
 
 Scripting: ``push_*`` queues updates for ``getUpdates`` (the ``*_update`` builders only build them,
 e.g. to post to a webhook), ``fail_next`` makes the next calls of a method fail, and ``sent``,
-``edits``, ``actions`` and ``calls`` record what the bot did.
+``edits``, ``actions`` and ``calls`` record what the bot did. ``host_file`` puts a file behind
+``getFile`` and ``/file/bot<token>/<file_path>`` (``files`` scripts and records its downloads).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 
 from . import HANG_GUARD_S
+from .file_host import FileHost
 
 __all__ = [
     "BOT_ID",
@@ -44,6 +46,7 @@ BOT_USERNAME = "membridge_bot"
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
 MAX_UPLOAD = 50 * 1000 * 1000  # what a bot may upload through the Bot API
+MAX_DOWNLOAD = 20 * 1000 * 1000  # what getFile lets a bot download
 
 # Form-encoded bodies carry every value as a string; these are turned back into what they were.
 _INT_PARAMS = frozenset(
@@ -349,13 +352,17 @@ class FakeTelegram:
             "sendchataction": self._send_chat_action,
             "setmycommands": self._set_my_commands,
             "senddocument": self._send_document,
+            "getfile": self._get_file,
         }
+        self.files = FileHost()  # what getFile and the file endpoint serve, by file_path
+        self._file_paths: dict[str, tuple[str, str]] = {}  # file_id -> (file_unique_id, file_path)
         self.documents: list[dict[str, Any]] = []  # sendDocument uploads, with the bytes received
         self.commands: list[dict[str, str]] | None = None  # the menu set by setMyCommands
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=MAX_UPLOAD + (1 << 20))
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{file_path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -366,6 +373,7 @@ class FakeTelegram:
     async def __aexit__(self, *exc_info: object) -> None:
         self._closing = True  # long polls answer at once instead of holding shutdown up
         self._changed.set()
+        self.files.release()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -392,6 +400,17 @@ class FakeTelegram:
         """The next ``times`` calls of ``method`` fail with this error instead of running."""
         error = _ApiError(error_code, description, retry_after)
         self._failures[method.lower()].extend([error] * times)
+
+    def host_file(self, data: bytes, *, size: int | None = None, file_path: str | None = None) -> dict[str, Any]:
+        """Serve ``data`` as a new file; the ``file_id``/``file_unique_id``/``file_size`` fields
+        a message's voice, audio, photo size or document carries. ``size`` is what Telegram claims
+        (by default the real length): a file over 20 MB is refused by getFile as Telegram does."""
+        number = len(self._file_paths) + 1
+        file_id, unique = f"BQACAgIAAx{number:06d}", f"AgAD{number:04d}"
+        path = file_path or f"documents/file_{number}"
+        self._file_paths[file_id] = (unique, path)
+        hosted = self.files.add(path, data, size)
+        return {"file_id": file_id, "file_unique_id": unique, "file_size": hosted.size}
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue ``update`` as it is; pushing the same dict twice delivers a duplicate update_id."""
@@ -534,6 +553,23 @@ class FakeTelegram:
         except _ApiError as error:
             return error.response()
         return web.json_response({"ok": True, "result": result})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """The file endpoint: the bytes of a file_path getFile gave out, for this bot's token only."""
+        authorized = request.match_info["token"] == self.token
+        response = await self.files.serve(request, request.match_info["file_path"], authorized=authorized)
+        self._notify()
+        return response
+
+    async def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(params.get("file_id") or "")
+        if file_id not in self._file_paths:
+            raise _ApiError(400, "Bad Request: invalid file_id")
+        unique, path = self._file_paths[file_id]
+        hosted = self.files.files[path]
+        if hosted.size > MAX_DOWNLOAD:
+            raise _ApiError(400, "Bad Request: file is too big")
+        return {"file_id": file_id, "file_unique_id": unique, "file_size": hosted.size, "file_path": path}
 
     async def _harmless(self, params: dict[str, Any]) -> bool:
         log.info("fake Telegram: %s answered with true", self.calls[-1][0])
