@@ -4,6 +4,9 @@ Everything Slack-specific stays here: slack-bolt verifies and acknowledges deliv
 module turns the events that are meant for the bot into :class:`IncomingMessage` objects and
 sends answers back as Slack ``mrkdwn``.
 
+Files. A message that shares files (subtype ``file_share``, or a mention with files) is a turn
+whose attachments are those files (see :mod:`channels.slack_files`) and whose text is the message.
+
 Threads and chats. A mention in a channel is answered in the mention's thread. With
 ``thread_scope`` off the whole channel is one chat (one ``chat_key``), so ``thread_id`` stays
 ``None`` and :meth:`SlackChannel.send` derives the reply thread from the raw event instead; with
@@ -55,6 +58,7 @@ from .base import (
     oversize_notice,
     split_message,
 )
+from .slack_files import attachments_of
 
 __all__ = ["SlackChannel", "markdown_to_mrkdwn"]
 
@@ -63,6 +67,8 @@ log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 SLASH_COMMAND = "slash_command"  # IncomingMessage.raw["type"] of a turn that came as a slash command
 PLACEHOLDER_TEXT = "…"
+#: Message subtypes that are still a person's message (other subtypes are edits, joins, bots…).
+_PERSON_SUBTYPES = frozenset({"file_share"})
 #: Placeholders whose answer never came are forgotten after this many newer ones.
 _PLACEHOLDER_MEMORY = 256
 _RATE_LIMIT_RETRIES = 3
@@ -265,7 +271,7 @@ class SlackChannel(Channel):
     def _is_noise(self, event: dict[str, Any]) -> bool:
         """Bots (ourselves included), edits, joins and other non-messages are not turns."""
         return bool(
-            event.get("subtype")
+            event.get("subtype") not in _PERSON_SUBTYPES | {None}
             or event.get("bot_id")
             or not event.get("user")
             or event.get("user") == self._bot_user_id
@@ -285,6 +291,7 @@ class SlackChannel(Channel):
             thread_id=_reply_thread(event) if self._thread_scope else None,
             team=team,
             raw=event,
+            attachments=attachments_of(event, client=self._client, bot_token=self._bot_token),
         )
 
     def _clean_text(self, text: str) -> str:

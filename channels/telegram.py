@@ -6,8 +6,11 @@ them into :class:`IncomingMessage` objects and sends answers as MarkdownV2.
 Which messages are turns. In a private chat every text (or caption) is one. In a group only what
 is meant for the bot: a ``@botname`` mention, a reply to one of the bot's messages, or a
 ``/command`` (bare, or ``/command@botname``); the handle is removed from the text the bridge
-sees. Edits, service messages and other update kinds are ignored; media without a caption get a
-short note in private chats only. ``allowed_users`` is checked before anything else.
+sees. Voice notes, audio, photos and documents come as attachments (see
+:mod:`channels.telegram_files`), the caption as the text; a group's are turns when addressed like
+text (a caption mention, a reply to the bot). Edits, service messages and other update kinds are
+ignored; other media (stickers, videos, locations) get a short note in private chats only.
+``allowed_users`` is checked before anything else.
 
 Ordering. PTB hands updates over one at a time (``concurrent_updates`` off) and the handler
 filters an update and awaits ``on_message`` with it, which only queues the turn (the contract of
@@ -31,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -45,16 +47,16 @@ from telegram import Bot, BotCommand, Chat, Message, ReplyParameters, Update, Us
 from telegram.constants import ChatAction, ParseMode, UpdateType
 from telegram.error import BadRequest, RetryAfter
 from telegram.ext import Application, ApplicationBuilder, TypeHandler, filters
-from telegram.warnings import PTBDeprecationWarning
 
 from .base import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply, oversize_notice, split_message
+from .telegram_files import attachments_of, ptb_seconds
 
 __all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
 
 log = logging.getLogger(__name__)
 
-#: Said in a private chat to a photo, sticker or voice message without text.
-NON_TEXT_NOTE = "I can only read text messages for now."
+#: Said in a private chat to a message with neither text nor a file the bot reads (a sticker, a video).
+NON_TEXT_NOTE = "I can read text, voice notes, audio, photos and documents, but not this kind of message."
 #: Only new messages are turns; asking for nothing else spares traffic.
 _ALLOWED_UPDATES = [UpdateType.MESSAGE]
 #: The largest file the Bot API lets a bot send (multipart upload).
@@ -305,12 +307,13 @@ class TelegramChannel(Channel):
         private = message.chat.type == Chat.PRIVATE
         raw_text = message.text if message.text is not None else message.caption
         user = message.from_user
-        if raw_text is None:
+        attachments = attachments_of(message, self._require_bot())
+        if raw_text is None and not attachments:
             if private and not filters.StatusUpdate.ALL.check_update(update):
                 return partial(self._send_note, message.chat_id)
             log.debug("Telegram: ignored a message without text in chat %s", message.chat_id)
             return None
-        text, addressed = self._read_text(raw_text)
+        text, addressed = self._read_text(raw_text or "")
         if user is None or not (private or addressed or self._replies_to_bot(message)):
             log.debug("Telegram: ignored a message not meant for the bot in %s", message.chat_id)
             return None
@@ -324,6 +327,7 @@ class TelegramChannel(Channel):
             message_id=str(message.message_id),
             thread_id=str(message.message_thread_id) if message.is_topic_message else None,
             raw=update,
+            attachments=attachments,
         )
         return partial(on_message, incoming)
 
@@ -472,11 +476,7 @@ def _is_not_modified(exc: BadRequest) -> bool:
 
 
 def _retry_after_seconds(exc: RetryAfter) -> float:
-    """PTB 22 gives ``retry_after`` as int (with a deprecation warning) or timedelta."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return ptb_seconds(exc, "retry_after") or 0.0
 
 
 # --------------------------------------------------------------------- Markdown → MarkdownV2

@@ -221,6 +221,27 @@ async def test_bots_and_edits_are_ignored(slack: FakeSlack, recorder: Recorder, 
     assert len(slack.posted) == 1
 
 
+async def test_shared_files_are_turns_with_attachments(
+    slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
+) -> None:
+    pdf = slack.host_file(b"%PDF-1.7 rules", name="rules.pdf", mimetype="application/pdf", filetype="pdf")
+    clip = slack.host_file(b"webm", name="audio_message.webm", mimetype="audio/webm", duration_ms=2000)
+    mine = slack.host_file(b"export", name="export.zip", mimetype="application/zip", user="UBOT")
+    events = [
+        _dm("", ts="1700000015.000001", user="UBOT", bot_id="BBOT", subtype="file_share", files=[mine]),
+        _dm("the on-call rules", ts="1700000015.000002", subtype="file_share", files=[pdf, clip]),
+        _mention(f"<@{slack.bot_user_id}> what does it say?", ts="1700000015.000003", files=[pdf]),
+    ]
+    for event in events:
+        assert (await _post(http_channel, event_callback(event)))[0] == 200
+    await slack.wait_posted(2)
+    assert [(m.chat_type, m.text, [(a.kind, a.name, a.size) for a in m.attachments]) for m in recorder.messages] == [
+        ("direct", "the on-call rules", [("document", "rules.pdf", 14), ("audio", "audio_message.webm", 4)]),
+        ("group", "what does it say?", [("document", "rules.pdf", 14)]),
+    ]
+    assert await recorder.messages[0].attachments[0].read(1000) == b"%PDF-1.7 rules"
+
+
 async def test_one_chat_is_handed_on_in_arrival_order(
     slack: FakeSlack, recorder: Recorder, http_channel: SlackChannel
 ) -> None:

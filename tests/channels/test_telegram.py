@@ -289,15 +289,15 @@ async def test_edited_message_is_not_answered_again(fake: FakeTelegram, start: S
     assert recorder.texts() == ["original", "next"]
 
 
-async def test_media_without_text(fake: FakeTelegram, start: Starter) -> None:
+async def test_other_media_get_a_note_in_private_only(fake: FakeTelegram, start: Starter) -> None:
     _, recorder = await start()
-    fake.push_photo(DM, ALICE)
     sticker = {"file_id": "s1", "file_unique_id": "us1", "width": 512, "height": 512,
                "is_animated": False, "is_video": False, "type": "regular"}
+    fake.push_message(DM, ALICE, {"sticker": sticker})
     fake.push_message(GROUP, BOB, {"sticker": sticker}, chat_type="group", reply_to_bot=True)
     joined = {"new_chat_members": [{"id": 99, "is_bot": False, "first_name": "New"}]}
     fake.push_message(GROUP, BOB, joined, chat_type="group")
-    fake.push_photo(GROUP, BOB, chat_type="group")
+    fake.push_photo(GROUP, BOB, chat_type="group")  # a photo not addressed to the bot
     fake.push_text(GROUP, BOB, f"@{BOT_USERNAME} ping", chat_type="group")
 
     sent = await fake.wait_sent(2)
@@ -308,6 +308,25 @@ async def test_media_without_text(fake: FakeTelegram, start: Starter) -> None:
     assert recorder.texts() == ["ping"]
 
 
+async def test_files_are_turns_with_attachments_and_the_caption_as_text(fake: FakeTelegram, start: Starter) -> None:
+    _, recorder = await start()
+    voice = {**fake.host_file(b"OggS-voice"), "duration": 3, "mime_type": "audio/ogg"}
+    document = {**fake.host_file(b"%PDF-1.4"), "file_name": "rules.pdf", "mime_type": "application/pdf"}
+    fake.push_message(DM, ALICE, {"voice": voice})
+    fake.push_message(GROUP, BOB, {"document": document}, chat_type="group")  # not for the bot
+    fake.push_message(GROUP, BOB, {"voice": voice}, chat_type="group", reply_to_bot=True)
+    fake.push_message(GROUP, BOB, {"document": document, "caption": f"@{BOT_USERNAME} keep this",
+                                   "caption_entities": []}, chat_type="group")
+
+    await fake.wait_sent(3)
+    assert [(m.chat_id, m.text, [(a.kind, a.name) for a in m.attachments]) for m in recorder.messages] == [
+        (str(DM), "", [("voice", f"voice-{voice['file_unique_id']}.ogg")]),
+        (str(GROUP), "", [("voice", f"voice-{voice['file_unique_id']}.ogg")]),
+        (str(GROUP), "keep this", [("document", "rules.pdf")]),
+    ]
+    assert await recorder.messages[2].attachments[0].read(1000) == b"%PDF-1.4"
+
+
 async def test_caption_counts_as_text(fake: FakeTelegram, start: Starter) -> None:
     _, recorder = await start()
     fake.push_photo(DM, ALICE, caption="what is this?")
@@ -316,6 +335,7 @@ async def test_caption_counts_as_text(fake: FakeTelegram, start: Starter) -> Non
 
     await fake.wait_sent(2)
     assert sorted(recorder.texts()) == ["what is this?", "where is this?"]
+    assert [[a.kind for a in m.attachments] for m in recorder.messages] == [["photo"], ["photo"]]
 
 
 async def test_messages_are_handed_on_in_arrival_order(fake: FakeTelegram, start: Starter) -> None:
