@@ -60,6 +60,18 @@ class Attachment(ABC):
         platform fails or times out.
         """
 
+    def to_wire(self) -> dict[str, Any]:
+        """JSON data from which the channel that made this attachment makes it again in another
+        process (:meth:`Channel.attachment_from_wire`): a cluster receiver queues messages that a
+        worker answers. ``source`` is the channel's own part (file ids, not bytes)."""
+        return {"kind": self.kind, "name": self.name, "mime_type": self.mime_type, "size": self.size,
+                "duration_s": self.duration_s, "source": self.wire_source()}
+
+    def wire_source(self) -> dict[str, Any]:
+        """What the channel needs to fetch the file again. An attachment that lives only in this
+        process (a local file) cannot leave it."""
+        raise TypeError(f"{type(self).__name__} cannot be sent to another process")
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind} {self.name!r} {self.mime_type} {self.size} bytes>"
 
@@ -173,6 +185,11 @@ class Channel(ABC):
     def describe(self) -> str:
         """Who the bot is on this channel, once started: a status line of ``membridge run``."""
         return self.name
+
+    def attachment_from_wire(self, data: dict[str, Any]) -> Attachment:
+        """The attachment :meth:`Attachment.to_wire` described, readable through this channel
+        (connected, in this process). ValueError if ``data`` is not one of this channel's."""
+        raise ValueError(f"the {self.name} channel has no attachments to rebuild")
 
     async def publish_commands(self, commands: Sequence[tuple[str, str]]) -> None:  # noqa: B027 - optional
         """Show the bot's chat commands, ``(name, description)``, in the platform's command menu

@@ -49,6 +49,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from .base import (
+    Attachment,
     Channel,
     ChatType,
     IncomingMessage,
@@ -58,7 +59,7 @@ from .base import (
     oversize_notice,
     split_message,
 )
-from .slack_files import attachments_of
+from .slack_files import attachment_from_wire, attachments_of
 
 __all__ = ["SlackChannel", "markdown_to_mrkdwn"]
 
@@ -147,6 +148,9 @@ class SlackChannel(Channel):
     def describe(self) -> str:
         where = "Socket Mode" if self._app_token else f"Events API at http://{self._host}:{self.http_port}{EVENTS_PATH}"
         return f"slack: {self._identity} ({where})"
+
+    def attachment_from_wire(self, data: dict[str, Any]) -> Attachment:
+        return attachment_from_wire(data, client=self._client, bot_token=self._bot_token)
 
     async def stop(self) -> None:
         """Stop intake. Turns already handed on finish on their own: the bridge owns them."""

@@ -20,11 +20,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .base import Attachment, AttachmentError, AttachmentKind, AttachmentTooLarge
 from .download import download, time_limited
 
-__all__ = ["SlackAttachment", "attachments_of", "kind_of"]
+__all__ = ["SlackAttachment", "attachment_from_wire", "attachments_of", "kind_of"]
 
 #: How long one attachment's read (files.info and the download) may take.
 DEFAULT_DOWNLOAD_TIMEOUT_S = 120.0
 _SCOPE_HINT = "the Slack app needs the files:read scope (README, Slack setup)"
+#: The fields of a file object an attachment keeps (and sends along to a cluster worker).
+_KEPT = ("id", "name", "title", "mimetype", "size", "duration_ms")
 
 
 class SlackAttachment(Attachment):
@@ -38,6 +40,7 @@ class SlackAttachment(Attachment):
         super().__init__(kind_of(mime), name, mime, size if isinstance(size, int) else None,
                          _duration(file))
         self.file_id = str(file.get("id") or "")
+        self._file = {key: file[key] for key in _KEPT if key in file}
         self._client = client
         self._bot_token = bot_token
         self._timeout_s = timeout_s
@@ -49,6 +52,9 @@ class SlackAttachment(Attachment):
             url = await self._private_url(max_bytes)
             return await download(url, name=self.name, max_bytes=max_bytes, platform="Slack",
                                   headers={"Authorization": f"Bearer {self._bot_token}"})
+
+    def wire_source(self) -> dict[str, Any]:
+        return {"file": self._file}
 
     async def _private_url(self, max_bytes: int) -> str:
         """``files.info``: the file's size now and where the bot may download it."""
@@ -85,6 +91,16 @@ def attachments_of(event: Mapping[str, Any], *, client: AsyncWebClient, bot_toke
     files: Sequence[Any] = event.get("files") or ()
     return tuple(SlackAttachment(file, client=client, bot_token=bot_token, timeout_s=timeout_s)
                  for file in files if isinstance(file, Mapping) and file.get("id"))
+
+
+def attachment_from_wire(data: Mapping[str, Any], *, client: AsyncWebClient, bot_token: str,
+                         timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> SlackAttachment:
+    """The attachment :meth:`SlackAttachment.to_wire` described, read through ``client``."""
+    source = data.get("source")
+    file = source.get("file") if isinstance(source, Mapping) else None
+    if not isinstance(file, Mapping) or not file.get("id"):
+        raise ValueError(f"not a Slack attachment: {data!r}")
+    return SlackAttachment(file, client=client, bot_token=bot_token, timeout_s=timeout_s)
 
 
 def kind_of(mime_type: str) -> AttachmentKind:

@@ -48,8 +48,17 @@ from telegram.constants import ChatAction, ParseMode, UpdateType
 from telegram.error import BadRequest, RetryAfter
 from telegram.ext import Application, ApplicationBuilder, TypeHandler, filters
 
-from .base import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply, oversize_notice, split_message
-from .telegram_files import attachments_of, ptb_seconds
+from .base import (
+    Attachment,
+    Channel,
+    IncomingMessage,
+    MessageHandler,
+    OutgoingFile,
+    Reply,
+    oversize_notice,
+    split_message,
+)
+from .telegram_files import attachment_from_wire, attachments_of, ptb_seconds
 
 __all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
 
@@ -130,6 +139,9 @@ class TelegramChannel(Channel):
 
     def describe(self) -> str:
         return f"telegram: @{self._bot_username} ({self._mode})"
+
+    def attachment_from_wire(self, data: dict[str, Any]) -> Attachment:
+        return attachment_from_wire(data, self._require_bot())
 
     async def start(self, on_message: MessageHandler) -> None:
         """Connect (``getMe``), then poll or serve the webhook; returns once updates flow."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import mimetypes
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 from telegram import Bot, Message, PhotoSize
 from telegram.error import TelegramError
@@ -27,7 +27,7 @@ from telegram.warnings import PTBDeprecationWarning
 from .base import Attachment, AttachmentError, AttachmentKind, AttachmentTooLarge
 from .download import download, time_limited
 
-__all__ = ["BOT_API_DOWNLOAD_LIMIT", "TelegramAttachment", "attachments_of", "ptb_seconds"]
+__all__ = ["BOT_API_DOWNLOAD_LIMIT", "TelegramAttachment", "attachment_from_wire", "attachments_of", "ptb_seconds"]
 
 #: The largest file the Bot API lets a bot download (getFile refuses bigger ones).
 BOT_API_DOWNLOAD_LIMIT = 20 * 1000 * 1000
@@ -62,6 +62,9 @@ class TelegramAttachment(Attachment):
             url = await self._file_url(variant, limit)
             return await download(url, name=self.name, max_bytes=limit, platform="Telegram")
 
+    def wire_source(self) -> dict[str, Any]:
+        return {"variants": [[v.file_id, v.size] for v in self._variants]}
+
     def _pick(self, limit: int) -> _Variant:
         """The largest variant the message says fits ``limit``; refused before any transfer else."""
         fitting = [v for v in self._variants if v.size is None or v.size <= limit]
@@ -93,6 +96,22 @@ def attachments_of(message: Message, bot: Bot, timeout_s: float = DEFAULT_DOWNLO
         return ()
     kind, name, mime, variants, duration = found
     return (TelegramAttachment(kind, name, mime, variants, bot=bot, timeout_s=timeout_s, duration_s=duration),)
+
+
+def attachment_from_wire(data: Mapping[str, Any], bot: Bot, timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S
+                         ) -> TelegramAttachment:
+    """The attachment :meth:`TelegramAttachment.to_wire` described, read through ``bot``."""
+    try:
+        kind = data["kind"]
+        if kind not in get_args(AttachmentKind):
+            raise ValueError(f"unknown kind {kind!r}")
+        variants = [_Variant(str(file_id), None if size is None else int(size))
+                    for file_id, size in data["source"]["variants"]]
+        duration = data.get("duration_s")
+        return TelegramAttachment(kind, str(data["name"]), str(data["mime_type"]), variants, bot=bot,
+                                  timeout_s=timeout_s, duration_s=None if duration is None else float(duration))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"not a Telegram attachment ({exc!r})") from exc
 
 
 _Described = tuple[AttachmentKind, str, str, list[_Variant], float | None]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from channels import IncomingMessage
+from channels import Channel, IncomingMessage
 
 GROUP = "workers"  # the one consumer group of every shard stream
 FIELD = "message"  # the stream entry's only field: the message as JSON
@@ -63,14 +64,26 @@ def shard_workspace(root: Path, shard: int) -> Path:
 
 def encode_message(message: IncomingMessage) -> str:
     """JSON of every field; ``raw`` only when it is plain JSON data (Slack's event: its
-    ``response_url`` and thread are needed to answer), not a library object (Telegram's Update)."""
+    ``response_url`` and thread are needed to answer), not a library object (Telegram's Update).
+    Attachments go as their channel describes them (file ids, never bytes)."""
     data = {name: getattr(message, name) for name in _MESSAGE_FIELDS}
     if not isinstance(message.raw, dict):
         data["raw"] = None
+    data["attachments"] = [attachment.to_wire() for attachment in message.attachments]
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def decode_message(payload: str | bytes) -> IncomingMessage:
-    """The message :func:`encode_message` wrote; unknown fields (a newer receiver) are ignored."""
+def decode_message(payload: str | bytes, channels: Mapping[str, Channel] | None = None) -> IncomingMessage:
+    """The message :func:`encode_message` wrote; unknown fields (a newer receiver) are ignored.
+
+    Its attachments are made again by the message's channel among ``channels``, so the worker
+    reads the files through its own connection. ValueError if there are attachments and no channel.
+    """
     data: dict[str, Any] = json.loads(payload)
-    return IncomingMessage(**{key: value for key, value in data.items() if key in _MESSAGE_FIELDS})
+    wired = data.pop("attachments", None) or []
+    channel = (channels or {}).get(str(data.get("channel")))
+    if wired and channel is None:
+        raise ValueError(f"attachments from {data.get('channel')!r}, a channel not enabled here")
+    attachments = tuple(channel.attachment_from_wire(item) for item in wired) if channel else ()
+    return IncomingMessage(**{key: value for key, value in data.items() if key in _MESSAGE_FIELDS},
+                           attachments=attachments)

@@ -197,7 +197,7 @@ class ShardRunner:
         """Queue the entry behind its chat's earlier ones (waiting while too much is read ahead);
         other chats go on in parallel. An entry not taken (stopping) stays pending for the next holder."""
         try:
-            message = decode_message(fields[FIELD])
+            message = decode_message(fields[FIELD], self.channels)
         except (KeyError, TypeError, ValueError) as exc:
             log.error("shard %d: entry %s is not a message (%s); acknowledged and skipped", self.number, entry_id, exc)
             self._tasks.append(asyncio.create_task(self._ack(entry_id)))

@@ -6,9 +6,21 @@ import os
 import subprocess
 import sys
 
+import pytest
+from fakes.slack_server import BOT_TOKEN as SLACK_TOKEN
+from fakes.slack_server import FakeSlack
+from fakes.telegram_server import TOKEN as TELEGRAM_TOKEN
+from fakes.telegram_server import FakeTelegram
+from slack_sdk.web.async_client import AsyncWebClient
+from telegram import Bot, Update
+
 from bridge.cluster.keys import Keys, decode_message, encode_message, shard_of
 from bridge.cluster.worker import compact, fair_share
-from channels import IncomingMessage
+from channels import Attachment, IncomingMessage
+from channels.slack import SlackChannel
+from channels.slack_files import attachments_of as slack_attachments
+from channels.telegram import TelegramChannel
+from channels.telegram_files import attachments_of as telegram_attachments
 
 SCOPES = ["telegram-42", "slack-T1-chat-C9", "global"]
 
@@ -38,6 +50,45 @@ def test_a_message_round_trips_and_keeps_only_plain_raw_data() -> None:
     telegram = IncomingMessage(channel="telegram", chat_id="7", chat_type="direct", user_id="7", user_name="bo",
                                text="hi", message_id="3", raw=object())
     assert decode_message(encode_message(telegram)).raw is None
+
+
+def _message(channel: str, attachments: tuple[Attachment, ...]) -> IncomingMessage:
+    return IncomingMessage(channel=channel, chat_id="7", chat_type="direct", user_id="7", user_name="bo", text="",
+                           message_id="3", attachments=attachments)
+
+
+async def test_slack_files_cross_the_queue_as_ids_and_are_read_by_the_workers_channel() -> None:
+    async with FakeSlack() as slack:
+        pdf = slack.host_file(b"%PDF-1.7 rules", name="rules.pdf", mimetype="application/pdf")
+        client = AsyncWebClient(token=SLACK_TOKEN, base_url=slack.api_url)
+        payload = encode_message(_message("slack", slack_attachments({"files": [pdf]}, client=client,
+                                                                     bot_token=SLACK_TOKEN)))
+        worker = SlackChannel(bot_token=SLACK_TOKEN, signing_secret="secret", api_url=slack.api_url)
+
+        [attachment] = decode_message(payload, {"slack": worker}).attachments
+
+        assert "PDF" not in payload  # file ids, never bytes
+        assert (attachment.kind, attachment.name, attachment.size) == ("document", "rules.pdf", 14)
+        assert await attachment.read(1000) == b"%PDF-1.7 rules"
+        with pytest.raises(ValueError, match="not enabled here"):
+            decode_message(payload, {})
+
+
+async def test_telegram_files_cross_the_queue_as_ids_and_are_read_by_the_workers_channel() -> None:
+    async with FakeTelegram() as telegram:
+        voice = {**telegram.host_file(b"OggS-voice"), "duration": 4, "mime_type": "audio/ogg"}
+        receiver_bot = Bot(TELEGRAM_TOKEN, base_url=telegram.base_url)
+        update = Update.de_json(telegram.message_update(7, 7, {"voice": voice}), receiver_bot)
+        assert update is not None and update.message is not None
+        payload = encode_message(_message("telegram", telegram_attachments(update.message, receiver_bot)))
+        worker = TelegramChannel(token=TELEGRAM_TOKEN, base_url=telegram.base_url)
+        await worker.connect()
+        try:
+            [attachment] = decode_message(payload, {"telegram": worker}).attachments
+            assert (attachment.kind, attachment.size, attachment.duration_s) == ("voice", 10, 4.0)
+            assert await attachment.read(1000) == b"OggS-voice"
+        finally:
+            await worker.stop()
 
 
 def test_keys_carry_the_prefix() -> None:
