@@ -29,6 +29,7 @@ from . import offload
 from .config import AgentSettings, ContextSettings
 from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
+from .media.photos import with_images
 from .prompt import PromptBuilder, PromptContext
 from .scopes import scope_for
 from .tools import ToolBox, ToolContext
@@ -108,8 +109,10 @@ class Agent:
             is_admin=user in self.admins,
         )
 
-    async def handle(self, message: IncomingMessage) -> Reply:
-        """Answer ``message``. The caller runs one turn per chat at a time (the bridge's lanes)."""
+    async def handle(self, message: IncomingMessage, images: tuple[str, ...] = ()) -> Reply:
+        """Answer ``message``. The caller runs one turn per chat at a time (the bridge's lanes).
+        ``images`` (``data:`` URLs) go to the model with this turn's message only: what is stored
+        is its text."""
         who = self.identify(message)
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)
@@ -120,11 +123,11 @@ class Agent:
             self.prompt.build, PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
         try:
             try:
-                text = await self._converse(who, ctx, system, message.dedupe_key)
+                text = await self._converse(who, ctx, system, message.dedupe_key, images)
             except ContextLengthExceeded:
                 log.warning("context too long for session %s: trimming harder and retrying once", who.session_id)
                 await self.sessions.trim(who.session_id, harder=True)
-                text = await self._converse(who, ctx, system, message.dedupe_key)
+                text = await self._converse(who, ctx, system, message.dedupe_key, images)
         except LLMError as exc:
             log.warning("turn failed for session %s: %s", who.session_id, exc)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
@@ -146,11 +149,14 @@ class Agent:
         mark = None if journal is None else partial(journal.mark_answered, key=key, reply=text)
         await offload.run(self.conversations.append_messages, session_id, messages, mark)
 
-    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str) -> str:
+    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str,
+                        images: tuple[str, ...] = ()) -> str:
         """The LLM ⇄ tools loop; stores each assistant and tool message as it happens."""
         tools = self.toolbox.schemas(ctx)
         for _step in range(self.settings.max_steps):
             messages = await offload.run(self._llm_messages, who.session_id, system)
+            if images:
+                messages = _show_images(messages, images)
             response = await self.llm.complete(messages, tools)
             assistant = response.to_message()
             if not response.tool_calls:
@@ -174,6 +180,12 @@ class Agent:
         if session is not None and session.summary:
             head.append({"role": "system", "content": f"Summary of the earlier conversation:\n{session.summary}"})
         return head + _drop_orphan_tool_messages(history)
+
+
+def _show_images(messages: list[Message], images: tuple[str, ...]) -> list[Message]:
+    """The request with ``images`` added to its last user message (this turn's), as content parts."""
+    last = max(i for i, message in enumerate(messages) if message.get("role") == "user")
+    return [*messages[:last], with_images(messages[last], images), *messages[last + 1:]]
 
 
 def _drop_orphan_tool_messages(history: list[Message]) -> list[Message]:

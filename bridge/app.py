@@ -126,7 +126,7 @@ class Services:
     @cached_property
     def media(self) -> MediaIntake:
         """What the bridge does with voice notes, photos and files that come with a message."""
-        return MediaIntake()
+        return MediaIntake(self.config, llm=self.llm, memory=self.memory, knowledge=self.knowledge)
 
     @cached_property
     def dreamer(self) -> DeepDream:
@@ -227,6 +227,8 @@ class Services:
         """Stop background work and release connections (the async parts first)."""
         if "flush_worker" in self.__dict__:
             await self.flush_worker.stop()
+        if "media" in self.__dict__:
+            await self.media.close()
         if "llm" in self.__dict__:
             await self.llm.close()
         self.close()

@@ -37,6 +37,33 @@ class LLMSettings(StrictSettings):
     max_retries: int = Field(default=3, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stream: bool = True
+    #: The model sees images: photos go to it as image content parts (off: photos are refused).
+    vision: bool = False
+
+
+class SpeechSettings(StrictSettings):
+    """Voice notes and audio files through ``/audio/transcriptions``; off while ``model`` is unset.
+    ``base_url`` and ``api_key`` default to the LLM's."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    max_seconds: float = Field(default=600.0, gt=0)
+    max_bytes: int = Field(default=25_000_000, ge=1000)
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.model)
+
+
+class MediaSettings(StrictSettings):
+    """Photos and files that come with a message (voice: see :class:`SpeechSettings`)."""
+
+    keep: bool = False
+    max_bytes: int = Field(default=20_000_000, ge=1000)
+    max_pages: int = Field(default=100, ge=1)
+    max_text_chars: int = Field(default=200_000, ge=100)
 
 
 class ContextSettings(StrictSettings):
@@ -133,6 +160,8 @@ class AppConfig(StrictSettings):
     workspace: str = "./workspace"
     admins: list[str] = Field(default_factory=list)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    speech: SpeechSettings = Field(default_factory=SpeechSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     context: ContextSettings = Field(default_factory=ContextSettings)

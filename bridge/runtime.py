@@ -94,12 +94,14 @@ class Bridge:
                           markdown=False)
             await channel.send(reply, message)
             return reply
+        images: tuple[str, ...] = ()
         if message.attachments:
-            prepared = await self.services.media.prepare(message)
+            async with channel.working(message):
+                prepared = await self.services.media.prepare(message, self.services.agent.identify(message))
             if isinstance(prepared, Reply):
                 await channel.send(prepared, message)
                 return prepared
-            message = prepared.message
+            message, images = prepared.message, prepared.images
         if not message.text.strip():
             return None
         ctx = self.context_for(message)
@@ -107,7 +109,7 @@ class Bridge:
             return None
         if await self.plugins.dispatch(Event.HANDLE, ctx) is not Action.BREAK_PASS:
             async with channel.working(message):
-                ctx.reply = await self.services.agent.handle(message)
+                ctx.reply = await self.services.agent.handle(message, images)
         if ctx.reply is None:
             return None
         made = ctx.reply.file

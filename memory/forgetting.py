@@ -33,7 +33,7 @@ from .conversations import ConversationStore, ScopeConversations
 from .dream import MemoryFile
 from .files import atomic_write, fsync_dir, read_text
 from .manager import MemoryManager
-from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date, validate_scope
+from .scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, dated_file_date, validate_scope
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,7 @@ class Forgetter:
             for path, _relative in self._files(scope):
                 path.unlink(missing_ok=True)
             shutil.rmtree(base / DAILY_DIR, ignore_errors=True)
+            shutil.rmtree(base / MEDIA_DIR, ignore_errors=True)
         else:
             shutil.rmtree(base, ignore_errors=True)
         fsync_dir(base.parent)

@@ -17,6 +17,7 @@ MEMORY_FILE = "MEMORY.md"
 DAILY_DIR = "memory"
 DREAMS_DIR = "dreams"
 KNOWLEDGE_DIR = "knowledge"
+MEDIA_DIR = "media"  # bytes of photos and files kept with media.keep (never indexed)
 
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _DATED_RE = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
@@ -103,6 +104,10 @@ class Workspace:
 
     def dreams_dir(self, scope: str) -> Path:
         return self.daily_dir(scope) / DREAMS_DIR
+
+    def media_dir(self, scope: str) -> Path:
+        """Where the bytes of a scope's photos and files are kept (``media.keep``); erase removes it."""
+        return self.scope_dir(scope) / MEDIA_DIR
 
     def list_scopes(self) -> list[str]:
         """Scopes that have a directory on disk, sorted."""

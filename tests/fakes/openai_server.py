@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .openai_audio import FakeTranscriptions
+
 __all__ = [
     "Embedder",
     "FakeOpenAI",
@@ -249,6 +251,8 @@ class FakeOpenAI:
         self._port: int | None = None
         self._closing = asyncio.Event()
         self._arrivals = asyncio.Condition()
+        #: ``/audio/transcriptions``: script it with ``audio.transcript``/``audio.fail``, read ``audio.requests``.
+        self.audio = FakeTranscriptions(self._auth_error, lambda status, retry: _Failure(status, retry).response())
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -299,6 +303,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/v1/embeddings", self._handle_embeddings)
         app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_post("/v1/audio/transcriptions", self.audio.handle)
         return app
 
     # ----------------------------------------------------------------- scripting
@@ -384,6 +389,13 @@ class FakeOpenAI:
             message = f"The model `{MISSING_MODEL}` does not exist or you do not have access to it."
             return _error(404, message, code="model_not_found")
         return None
+
+    @property
+    def images(self) -> list[str]:
+        """The URL of every image content part the chat requests carried, in order of arrival."""
+        return [part["image_url"]["url"] for body in self.requests for message in body.get("messages", [])
+                if isinstance(message.get("content"), list)
+                for part in message["content"] if part.get("type") == "image_url"]
 
     async def wait_for_chat(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first chat request, already received or still to come, for which ``wanted`` holds.
