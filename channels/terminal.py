@@ -13,20 +13,27 @@ whole: the chat says what happened and how to send long text (piped input has no
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import shutil
 import sys
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from .base import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
+from .base import AttachmentError, Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
+from .local_file import LocalFileAttachment
 
 #: The most bytes of one line a terminal in canonical mode delivers (Linux: N_TTY_BUF_SIZE - 1).
 TTY_LINE_BYTES = 4095
 CUT_LINE_NOTICE = ("(That line reached the terminal's limit of 4,095 bytes, so its end was probably cut off; "
                    "it was not sent. Paste long text in parts, or pipe it in: membridge chat < notes.txt)")
+ATTACH = "/attach"
+ATTACH_USAGE = ("Usage: /attach PATH [caption], e.g. /attach ~/notes.pdf or /attach \"my photo.jpg\" what is this? "
+                "(a photo or audio file by its extension, else a document)")
 
 
 class TerminalChannel(Channel):
@@ -110,7 +117,15 @@ class TerminalChannel(Channel):
                 self._prompt()
                 continue
             self._counter += 1
-            await on_message(self._message(text))
+            message = self._message(text)
+            if text.split(maxsplit=1)[0] == ATTACH:
+                try:
+                    message = _attach(message, text)
+                except AttachmentError as exc:
+                    self.say(str(exc))
+                    self._prompt()
+                    continue
+            await on_message(message)
 
     def _read_line(self) -> str:
         """One line; bytes that are not UTF-8 (a paste cut inside a character) become U+FFFD rather
@@ -141,6 +156,19 @@ class TerminalChannel(Channel):
         self._stdout.write(text)
         self._stdout.flush()
 
+
+
+def _attach(message: IncomingMessage, line: str) -> IncomingMessage:
+    """``/attach PATH [caption]``: ``message`` carrying the file at PATH (quote a path with spaces),
+    the rest of the line its caption."""
+    try:
+        words = shlex.split(line)[1:]
+    except ValueError:
+        words = []
+    if not words:
+        raise AttachmentError(ATTACH_USAGE)
+    path = Path(os.path.expanduser(words[0]))
+    return replace(message, text=" ".join(words[1:]), attachments=(LocalFileAttachment(path),))
 
 
 def _save_copy(file: OutgoingFile, folder: Path) -> Path:
