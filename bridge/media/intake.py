@@ -55,6 +55,7 @@ class _Read:
     lines: list[str]
     images: list[str]
     said: list[str]  # what a document's storing says when no turn follows
+    kept: list[tuple[bytes, str]]  # (bytes, MIME type) of each attachment read, for media.keep
 
 
 class MediaIntake:
@@ -81,12 +82,13 @@ class MediaIntake:
         said = [text for text in refusals if text]
         if said:
             return self._reply("\n".join(dict.fromkeys(said)), message)
-        done = _Read([], [], [])
+        done = _Read([], [], [], [])
         try:
             for attachment in message.attachments:
                 await self._read(attachment, message, who, done)
         except (Refused, AttachmentError, SpeechError) as exc:
             return self._reply(" ".join([*done.said, str(exc)]), message)
+        await self._keep(who.scope, done.kept)
         caption = message.text.strip()
         if notes.knowledge_page(caption) is not None:
             caption = ""  # the caption was the files' command, not something to answer
@@ -138,37 +140,37 @@ class MediaIntake:
 
     # ------------------------------------------------------------ reading
     async def _read(self, attachment: Attachment, message: IncomingMessage, who: TurnIdentity, done: _Read) -> None:
+        data = await attachment.read(self._limit(attachment))
         if attachment.kind in ("voice", "audio"):
-            done.lines.append(await self._hear(attachment, who))
+            done.lines.append(await self._hear(attachment, data))
         elif attachment.kind == "photo":
-            line, url = await self._see(attachment, message.text.strip(), who)
+            line, url = await self._see(attachment, data, message.text.strip())
             done.lines.append(line)
             done.images.append(url)
         else:
-            said, line = await self._file(attachment, message, who)
+            said, line = await self._file(attachment, data, message, who)
             done.said.append(said)
             done.lines.append(line)
+        done.kept.append((data, attachment.mime_type))
 
     def _limit(self, attachment: Attachment) -> int:
         """The most bytes of ``attachment`` read (``speech.max_bytes`` for sound, else ``media.max_bytes``)."""
         return self.config.speech.max_bytes if attachment.kind in ("voice", "audio") else self.config.media.max_bytes
 
-    async def _fetch(self, attachment: Attachment, who: TurnIdentity) -> bytes:
-        data = await attachment.read(self._limit(attachment))
+    async def _keep(self, scope: str, files: list[tuple[bytes, str]]) -> None:
+        """``media.keep``: the bytes of a message whose attachments were all used."""
         if self.config.media.keep:
-            await asyncio.to_thread(keep_bytes, self.memory.workspace, who.scope, data, attachment.mime_type)
-        return data
+            for data, mime_type in files:
+                await asyncio.to_thread(keep_bytes, self.memory.workspace, scope, data, mime_type)
 
-    async def _hear(self, attachment: Attachment, who: TurnIdentity) -> str:
-        data = await self._fetch(attachment, who)
+    async def _hear(self, attachment: Attachment, data: bytes) -> str:
         text = await self.transcriber.transcribe(documents.safe_title(attachment.name), data, attachment.mime_type)
         if not text:
             raise Refused(NO_WORDS)
         marker = "[voice note]" if attachment.kind == "voice" else f"[audio {documents.safe_title(attachment.name)}]"
         return f"{marker} {' '.join(text.split())}"
 
-    async def _see(self, attachment: Attachment, caption: str, who: TurnIdentity) -> tuple[str, str]:
-        data = await self._fetch(attachment, who)
+    async def _see(self, attachment: Attachment, data: bytes, caption: str) -> tuple[str, str]:
         url = photos.data_url(data, attachment.mime_type)
         try:
             description = await photos.describe(self.llm, url, caption)
@@ -177,12 +179,12 @@ class MediaIntake:
                           f"({exc.kind}). Nothing was saved; please send it again in a moment.") from None
         return f"[photo: {description}]", url
 
-    async def _file(self, attachment: Attachment, message: IncomingMessage, who: TurnIdentity) -> tuple[str, str]:
+    async def _file(self, attachment: Attachment, data: bytes, message: IncomingMessage,
+                    who: TurnIdentity) -> tuple[str, str]:
         """Store the document; returns what to say when no turn follows, and its line for a turn."""
         kind = documents.document_type(attachment.name, attachment.mime_type)
         assert kind is not None  # checked by _refusal
         title = documents.safe_title(attachment.name)
-        data = await self._fetch(attachment, who)
         try:
             extracted = await asyncio.to_thread(documents.extract, kind, attachment.name, data, self.config.media)
         except documents.DocumentError as exc:

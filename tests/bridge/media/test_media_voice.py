@@ -106,3 +106,14 @@ async def test_a_download_failure_is_said_as_the_channel_worded_it(running, fake
     await channel.push(with_files("", broken))
     await channel.wait_sent(1)
     assert channel.texts() == ["Telegram did not send the file in time."] and stored(bridge) == []
+
+
+async def test_with_media_keep_a_recording_that_failed_is_not_kept(running, fake_llm) -> None:
+    bridge, channel = await running(**speech_on(fake_llm), media={"keep": True})
+    fake_llm.audio.fail(500, times=3, retry_after=0)
+    await channel.push(with_files("", MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg")))
+    fake_llm.audio.transcript("second try")
+    await channel.push(with_files("", MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg")))
+    await channel.wait_sent(2)
+    [kept] = bridge.services.workspace.media_dir("telegram-42").iterdir()
+    assert kept.read_bytes() == OGG and kept.suffix == ".ogg"
