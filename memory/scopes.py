@@ -8,8 +8,11 @@ under the reserved scope id ``@knowledge``, which no user scope can spell.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from .files import atomic_write, make_folders
 
 KNOWLEDGE_SCOPE = "@knowledge"
 GLOBAL_SCOPE = "global"
@@ -108,6 +111,17 @@ class Workspace:
     def media_dir(self, scope: str) -> Path:
         """Where the bytes of a scope's photos and files are kept (``media.keep``); erase removes it."""
         return self.scope_dir(scope) / MEDIA_DIR
+
+    def keep_media(self, scope: str, data: bytes, suffix: str) -> Path:
+        """Write ``data`` (atomically) as a new file of the scope's media folder, named
+        ``<random hex><suffix>``: a name from a message never becomes a path. Returns the file."""
+        if not re.fullmatch(r"\.[a-z0-9]{1,8}", suffix):
+            raise ValueError(f"media suffix {suffix!r} must be a dot and 1-8 lowercase letters or digits")
+        folder = self.media_dir(scope)
+        make_folders(folder)
+        target = folder / f"{uuid.uuid4().hex}{suffix}"
+        atomic_write(target, data)
+        return target
 
     def list_scopes(self) -> list[str]:
         """Scopes that have a directory on disk, sorted."""

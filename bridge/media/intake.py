@@ -9,16 +9,15 @@ is stored on its own: it becomes a note of daily memory (or a knowledge page) as
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from bridge import offload
 from bridge.config import AppConfig
 from bridge.llm import LLMClient, LLMError
 from channels import Attachment, AttachmentError, AttachmentTooLarge, IncomingMessage, Reply
-from memory import MemoryManager
-from memory.knowledge import KnowledgeService
+from memory import KnowledgeService, MemoryManager
 
 from . import documents, notes, photos
 from .keep import keep_bytes
@@ -161,7 +160,7 @@ class MediaIntake:
         """``media.keep``: the bytes of a message whose attachments were all used."""
         if self.config.media.keep:
             for data, mime_type in files:
-                await asyncio.to_thread(keep_bytes, self.memory.workspace, scope, data, mime_type)
+                await offload.run(keep_bytes, self.memory.workspace, scope, data, mime_type)
 
     async def _hear(self, attachment: Attachment, data: bytes) -> str:
         text = await self.transcriber.transcribe(documents.safe_title(attachment.name), data, attachment.mime_type)
@@ -186,7 +185,7 @@ class MediaIntake:
         assert kind is not None  # checked by _refusal
         title = documents.safe_title(attachment.name)
         try:
-            extracted = await asyncio.to_thread(documents.extract, kind, attachment.name, data, self.config.media)
+            extracted = await offload.run(documents.extract, kind, attachment.name, data, self.config.media)
         except documents.DocumentError as exc:
             raise Refused(str(exc)) from None
         page = notes.knowledge_page(message.text)

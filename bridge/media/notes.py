@@ -8,14 +8,13 @@ model, or it failed) it is the text's first lines.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from datetime import datetime
 
+from bridge import offload
 from bridge.llm import LLMClient, LLMError, Message
-from memory import MemoryManager
-from memory.knowledge import KnowledgeError, KnowledgeService
+from memory import KnowledgeError, KnowledgeService, MemoryManager
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ async def save_note(memory: MemoryManager, scope: str, title: str, summary: str,
     """Append the document's note to the scope's daily memory (indexed at the next sync)."""
     when = when or datetime.now()
     block = f"## {when:%H:%M} File: {as_note_text(title)}\nSummary: {as_note_text(summary)}\n\n{as_note_text(text)}\n"
-    await asyncio.to_thread(memory.append_daily, scope, block, when=when)
+    await offload.run(memory.append_daily, scope, block, when=when)
 
 
 def knowledge_page(caption: str) -> str | None:
@@ -72,7 +71,7 @@ def knowledge_page(caption: str) -> str | None:
 async def save_page(knowledge: KnowledgeService, page: str, title: str, text: str, actor: str) -> str:
     """Write the document as knowledge page ``page``; returns what to say."""
     try:
-        written = await asyncio.to_thread(knowledge.write, page, f"# {title}\n\n{text}\n", actor=actor)
+        written = await offload.run(knowledge.write, page, f"# {title}\n\n{text}\n", actor=actor)
     except KnowledgeError as exc:
         return f"That page name doesn't work: {exc}"
     return f"Saved {title} as the knowledge page {written.path}."
