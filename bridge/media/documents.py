@@ -116,9 +116,9 @@ def _pdf_text(title: str, data: bytes, limits: MediaSettings) -> tuple[str, int]
 
 
 def _docx_text(title: str, data: bytes, limits: MediaSettings) -> str:
-    import docx
-
     check_unzipped_size(title, data, UNZIPPED_FACTOR * limits.max_bytes)
+    import docx  # after the check: a bomb is refused without even loading the parser
+
     document = docx.Document(io.BytesIO(data))
     lines = [paragraph.text for paragraph in document.paragraphs]
     for table in document.tables:
