@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 _TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class StrictSettings(BaseModel):
@@ -69,6 +70,27 @@ class RetentionSettings(StrictSettings):
     daily_days: int | None = Field(default=None, ge=1, le=36500)
 
 
+class VectorStoreSettings(StrictSettings):
+    """Where LanceDB keeps the vectors: ``<workspace>/vectors`` unless ``uri`` names an absolute
+    folder or an object store (``s3://bucket/prefix``, ``gs://``, ``az://``). ``storage_options``
+    are LanceDB's own (endpoint, region, credentials; ``allow_http`` for a plain-HTTP endpoint)."""
+
+    uri: str | None = None
+    storage_options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, value: str | None) -> str | None:
+        if value is not None and not is_uri(value) and not value.startswith("/"):
+            raise ValueError(f"must be an absolute folder or an object-store URI (s3://bucket/prefix), got {value!r}")
+        return value
+
+
+def is_uri(location: str) -> bool:
+    """Whether ``location`` names an object store (``scheme://...``) rather than a local folder."""
+    return _URI_RE.match(location) is not None
+
+
 class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -88,3 +110,4 @@ class MemorySettings(StrictSettings):
     versions: VersionSettings = Field(default_factory=VersionSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)
+    vectors: VectorStoreSettings = Field(default_factory=VectorStoreSettings)

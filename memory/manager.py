@@ -174,8 +174,9 @@ class MemoryManager:
         elif vectors is None:
             from .vectors import LanceDBBackend
 
-            vectors = LanceDBBackend(self.workspace.vectors_dir, embedder.model_id, ann_threshold=settings.ann_threshold,
-                                     ram_bytes=settings.vector_cache_mb * 2**20)
+            vectors = LanceDBBackend(settings.vectors.uri or self.workspace.vectors_dir, embedder.model_id,
+                                     storage_options=settings.vectors.storage_options,
+                                     ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
         cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
         retriever = Retriever(self.storage, settings, embedder=embedder, vectors=vectors, vector_cache=cache,

@@ -14,13 +14,15 @@ import shutil
 import threading
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .config import is_uri
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +82,21 @@ def sql_quote(value: str) -> str:
 
 
 class LanceDBBackend(VectorBackend):
-    def __init__(self, directory: Path, model_id: str, *, ann_threshold: int = 20000, ram_bytes: int = 0) -> None:
-        """``ram_bytes``: how many bytes of vectors the caller searches from RAM instead (see
-        :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them.
+    def __init__(self, location: Path | str, model_id: str, *, storage_options: Mapping[str, str] | None = None,
+                 ann_threshold: int = 20000, ram_bytes: int = 0) -> None:
+        """``location``: a folder, or an object-store URI (``s3://bucket/prefix``) that LanceDB opens
+        with ``storage_options`` (its own keys: endpoint, region, credentials; README "Vectors on
+        object storage"). ``ram_bytes``: how many bytes of vectors the caller searches from RAM
+        instead (see :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them.
 
         LanceDB is imported and connected on first use (:meth:`_connect`), not here: importing it
         takes seconds, and most commands (history, get, a search served from RAM) never need it."""
-        self._directory = directory
+        self._location = str(location)
+        self._folder = None if is_uri(self._location) else Path(location)  # None: an object store
+        self._storage_options = dict(storage_options or {})
         self._db: Any = None  # a lancedb connection, made by _connect
         self._connect_lock = threading.Lock()
         self._name = "vec_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
-        self._path = directory / f"{self._name}.lance"
         self._table = None
         self._ann_threshold = ann_threshold
         self._ram_bytes = ram_bytes
@@ -99,26 +105,39 @@ class LanceDBBackend(VectorBackend):
         self._index_builder: threading.Thread | None = None
 
     def _connect(self) -> Any:
-        """The LanceDB connection, made (and stale temp files removed) the first time it is needed."""
+        """The LanceDB connection, made (and a local folder's stale temp files removed) the first
+        time it is needed."""
         with self._connect_lock:
             if self._db is None:
                 import lancedb
 
-                self._directory.mkdir(parents=True, exist_ok=True)
-                _remove_stale_temp_files(self._directory)
-                self._db = lancedb.connect(str(self._directory), read_consistency_interval=timedelta(0))
+                if self._folder is not None:
+                    self._folder.mkdir(parents=True, exist_ok=True)
+                    _remove_stale_temp_files(self._folder)
+                self._db = lancedb.connect(self._location, read_consistency_interval=timedelta(0),
+                                           storage_options=self._storage_options or None)
             return self._db
 
     def _open(self, dim: int | None = None):  # type: ignore[no-untyped-def]
+        """The table; made (with ``dim``-wide vectors) when a write needs it and there is none.
+
+        A table that LanceDB lists but cannot open ("was not found") has no committed version: a
+        killed ``create_table`` left it, and every later write would fail. A write drops it first
+        (nothing was committed, so nothing is lost); a read sees no table."""
         if self._table is not None:
             return self._table
         db = self._connect()
-        if self._name in db.list_tables().tables and not self._half_created():
-            self._table = db.open_table(self._name)
-        elif dim is not None:
-            if self._path.exists():  # no version was ever committed: nothing to lose
-                log.warning("removing %s, a vector table a killed process left half-created", self._path)
-                shutil.rmtree(self._path)
+        if self._name in db.list_tables().tables:
+            try:
+                self._table = db.open_table(self._name)
+                return self._table
+            except ValueError:
+                if dim is None:
+                    return None
+                log.warning("removing %s in %s, a vector table a killed process left half-created", self._name,
+                            self._location)
+                db.drop_table(self._name)
+        if dim is not None:
             import pyarrow as pa
 
             schema = pa.schema(
@@ -127,14 +146,6 @@ class LanceDBBackend(VectorBackend):
             )
             self._table = db.create_table(self._name, schema=schema, exist_ok=True)
         return self._table
-
-    def _half_created(self) -> bool:
-        """A table folder without a single committed version: ``create_table`` was killed.
-
-        LanceDB lists the folder as a table but cannot open it ("was not found"), so every
-        later write would fail until it is removed.
-        """
-        return not any((self._path / "_versions").glob("*.manifest"))
 
     def upsert(self, rows: Sequence[VectorRow]) -> None:
         if not rows:

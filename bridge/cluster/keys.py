@@ -16,6 +16,8 @@ from typing import Any
 
 from channels import Channel, IncomingMessage
 
+from ..config import AppConfig
+
 GROUP = "workers"  # the one consumer group of every shard stream
 FIELD = "message"  # the stream entry's only field: the message as JSON
 _MESSAGE_FIELDS = frozenset(field.name for field in fields(IncomingMessage))
@@ -60,6 +62,18 @@ class Keys:
 def shard_workspace(root: Path, shard: int) -> Path:
     """``<cluster.root>/shards/<n>/``: an ordinary membridge workspace."""
     return root / "shards" / str(shard)
+
+
+def shard_config(config: AppConfig, shard: int) -> AppConfig:
+    """The config shard ``shard`` runs with: its workspace, and its vectors in a prefix of their own
+    when ``memory.vectors.uri`` moves them out of the workspace (``<uri>/shards/<n>``), so a shard's
+    vectors follow its lease wherever it is opened."""
+    config = config.model_copy(deep=True)
+    config.workspace = str(shard_workspace(Path(config.cluster.root), shard))
+    vectors = config.memory.vectors
+    if vectors.uri:
+        vectors.uri = f"{vectors.uri.rstrip('/')}/shards/{shard}"
+    return config
 
 
 def encode_message(message: IncomingMessage) -> str:

@@ -33,7 +33,7 @@ from ..app import Services
 from ..config import AppConfig
 from ..runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
-from .keys import FIELD, GROUP, Keys, decode_message, shard_workspace
+from .keys import FIELD, GROUP, Keys, decode_message, shard_config
 from .ledger import TurnLedger, TurnState
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class ShardRunner:
         # the worker's bridge.max_concurrent_chats is shared by its shards; max_pending bounds what is read ahead
         self._lanes = ChatLanes(f"shard {number}", slots=slots, max_pending=config.bridge.max_concurrent_chats * 4)
         self._is_held = is_held
-        self._config = config.model_copy(update={"workspace": str(shard_workspace(Path(config.cluster.root), number))})
+        self._config = shard_config(config, number)
         self._stop = asyncio.Event()
         self._active: set[str] = set()  # entry ids read and not yet finished
         self._lease_ttl_s = config.cluster.lease_ttl_s

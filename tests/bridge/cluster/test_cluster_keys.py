@@ -14,8 +14,9 @@ from fakes.telegram_server import FakeTelegram
 from slack_sdk.web.async_client import AsyncWebClient
 from telegram import Bot, Update
 
-from bridge.cluster.keys import Keys, decode_message, encode_message, shard_of
+from bridge.cluster.keys import Keys, decode_message, encode_message, shard_config, shard_of
 from bridge.cluster.worker import compact, fair_share
+from bridge.config import parse_config
 from channels import Attachment, IncomingMessage
 from channels.slack import SlackChannel
 from channels.slack_files import attachments_of as slack_attachments
@@ -107,3 +108,14 @@ def test_fair_shares_add_up_and_differ_by_one_at_most() -> None:
 def test_compact_shard_lists() -> None:
     assert compact([7, 0, 1, 2, 5]) == "0-2,5,7"
     assert compact([]) == "none"
+
+
+def test_a_shard_runs_in_its_own_workspace_with_its_own_vectors_prefix(tmp_path) -> None:
+    config = parse_config({"cluster": {"root": str(tmp_path / "cluster")},
+                           "memory": {"vectors": {"uri": "s3://bucket/bot/", "storage_options": {"allow_http": "true"}}}})
+    shard = shard_config(config, 7)
+    assert shard.workspace == str(tmp_path / "cluster" / "shards" / "7")
+    assert shard.memory.vectors.uri == "s3://bucket/bot/shards/7"
+    assert shard.memory.vectors.storage_options == {"allow_http": "true"}
+    assert config.memory.vectors.uri == "s3://bucket/bot/"  # the deployment's own config is left as it was
+    assert shard_config(parse_config({}), 7).memory.vectors.uri is None  # vectors stay in the shard's folder
