@@ -308,7 +308,8 @@ def test_knowledge_pages_render_safely_and_their_links_navigate(browser: WebDriv
     browser.get(f"{console_url}#token=read-tok")
     _text_in(browser, "role", "read-only")
     browser.find_element(By.CSS_SELECTOR, ".tab[data-view='knowledge']").click()
-    browser.find_element(By.CSS_SELECTOR, ".page[data-path='knowledge/tech/deploy.md']").click()
+    # the page list arrives by a fetch after the click: wait for it (it failed once under load)
+    _wait(browser, ec.element_to_be_clickable((By.CSS_SELECTOR, ".page[data-path='knowledge/tech/deploy.md']"))).click()  # type: ignore[attr-defined]
     _text_in(browser, "page-title", "Deploying")
     heading = browser.find_element(By.CSS_SELECTOR, "#page-content h1")  # markdown, rendered (shown as the title)
     assert heading.get_attribute("textContent") == "Deploying" and not heading.is_displayed()
