@@ -243,7 +243,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.embed_requests: list[dict[str, Any]] = []
         self.latency_s = 0.0  # every chat request takes this long (a model's think time), concurrently
-        self._holds: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Event]] = []
+        self._holds: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Event, asyncio.Event | None]] = []
         self._queues = _Queues()
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
@@ -337,11 +337,13 @@ class FakeOpenAI:
         """Delay the next chat request (before it is answered) to provoke client timeouts."""
         self._queues.delays.append(seconds)
 
-    def hold_first(self, predicate: Callable[[dict[str, Any]], bool]) -> asyncio.Event:
-        """The first chat request matching ``predicate`` is never answered (its client may time out or
-        die waiting: a turn caught mid-way); the event returned is set when it arrives."""
+    def hold_first(self, predicate: Callable[[dict[str, Any]], bool],
+                   release: asyncio.Event | None = None) -> asyncio.Event:
+        """The first chat request matching ``predicate`` is not answered until ``release`` is set (never,
+        without one: its client may time out or die waiting, a turn caught mid-way); the event returned
+        is set when it arrives."""
         arrived = asyncio.Event()
-        self._holds.append((predicate, arrived))
+        self._holds.append((predicate, arrived, release))
         return arrived
 
     def garbage(self) -> None:
@@ -439,10 +441,15 @@ class FakeOpenAI:
             await asyncio.wait_for(self._closing.wait(), seconds)
 
     async def _held(self, body: dict[str, Any]) -> None:
-        for predicate, arrived in self._holds:
+        for predicate, arrived, release in self._holds:
             if not arrived.is_set() and predicate(body):
                 arrived.set()
-                await self._closing.wait()  # until the server stops (or the client leaves: cancelled)
+                waits = [asyncio.ensure_future(event.wait()) for event in (release, self._closing) if event]
+                try:  # until released, the server stops, or the client leaves (cancelled)
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for wait in waits:
+                        wait.cancel()
 
     def _next_chat_action(self, body: dict[str, Any]) -> _ChatAction:
         if self._queues.chat:

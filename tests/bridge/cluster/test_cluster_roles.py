@@ -224,8 +224,12 @@ async def test_a_worker_killed_mid_turn_loses_nothing_answers_once_and_its_shard
 @pytest.mark.timeout(300)
 async def test_redis_restart_receivers_retry_and_nothing_is_lost(
         tmp_path, redis_server, fake_llm, fake_telegram) -> None:
+    """Redis goes away with a turn in flight and messages arriving: the turn's reply still goes out and
+    its XACK waits for Redis; the receiver holds the new messages; all answered once, in order."""
     chats = 5
     fake_llm.responder = respond
+    release = asyncio.Event()
+    in_flight = fake_llm.hold_first(lambda body: body["messages"][-1].get("content") == "c0-m2", release)
     config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
                             telegram_url=fake_telegram.base_url, shards=4, lease_ttl_s=2.0)
     worker = await Role.start(config, "worker", "worker")
@@ -236,10 +240,16 @@ async def test_redis_restart_receivers_retry_and_nothing_is_lost(
         await receiver.wait_line("holds the poller lease")
         await push_all(fake_telegram, chats, 2)
         await wait_all(roles, lambda: len(fake_telegram.sent) >= chats * 2, "the first answers", timeout=120)
+        fake_telegram.push_text(chat_id(0), chat_id(0), "c0-m2")
+        await asyncio.wait_for(in_flight.wait(), HANG_GUARD_S)  # the worker waits on the LLM for c0-m2
         await redis_server.stop()
+        release.set()
+        await wait_all(roles, lambda: len(fake_telegram.sent) > chats * 2, "the reply of the turn in flight")
+        await worker.wait_line("acknowledging")  # its XACK is retried while Redis is away
         for turn in (2, 3):
             for chat in range(chats):
-                fake_telegram.push_text(chat_id(chat), chat_id(chat), f"c{chat}-m{turn}")
+                if (chat, turn) != (0, 2):
+                    fake_telegram.push_text(chat_id(chat), chat_id(chat), f"c{chat}-m{turn}")
         await receiver.wait_line("Redis unavailable")
         await redis_server.start()
         await wait_all(roles, lambda: len(fake_telegram.sent) >= chats * 4, "the answers after the restart",
