@@ -47,7 +47,7 @@ from bridge.app import Services
 from bridge.config import parse_config
 from bridge.llm import LLMClient, LLMResponse, Message, ToolCall
 from channels import IncomingMessage
-from memory import HashEmbedding, MemoryManager
+from memory import HashEmbedding, MemoryManager, Turn
 
 TARGET_OVERHEAD_P50_MS = 5.0
 USER_ID = "42"
@@ -125,10 +125,10 @@ def prefill(services: Services, session_id: str, scope: str, gen: TextGenerator)
     rng = random.Random(5)
     store = services.conversations
     store.ensure_session(session_id, scope, "telegram")
-    batch: list[Message] = []
+    batch: list[Turn] = []
     for index in range(PREFILL_MESSAGES):
         role = "user" if index % 2 == 0 else "assistant"
-        batch.append({"role": role, "content": " ".join(gen.line(rng) for _ in range(rng.randint(1, 3)))})
+        batch.append(Turn(role, " ".join(gen.line(rng) for _ in range(rng.randint(1, 3)))))
         if len(batch) == 100:
             store.append_messages(session_id, batch)
             batch = []
@@ -171,7 +171,7 @@ async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, tu
     llm_ms_per_turn = (llm.seconds - llm_before) * 1000 / turns
     jobs = len(services.conversations.pending_jobs())
     stored = services.memory.db.query("SELECT count(*) FROM messages")[0][0]
-    tool_bodies = [json.loads(row[0]).get("content", "") for row in services.memory.db.query(
+    tool_bodies = [row[0] for row in services.memory.db.query(
         "SELECT body FROM messages WHERE role = 'tool'")]
     tool_errors = sum(1 for body in tool_bodies if body.startswith("error"))
     tool_empty = sum(1 for body in tool_bodies if '"results": []' in body)

@@ -30,6 +30,7 @@ from .config import AgentSettings, ContextSettings
 from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
 from .media.photos import with_images
+from .messages import history, to_turn
 from .prompt import PromptBuilder, PromptContext
 from .scopes import scope_for
 from .tools import ToolBox, ToolContext
@@ -138,16 +139,16 @@ class Agent:
         """Store the user's message, unless an earlier delivery of it already did (with a journal)."""
         journal = self.journal
         if journal is None:
-            await offload.run(self.conversations.append_messages, session_id, [user_message])
+            await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)])
         elif not await offload.run(journal.user_stored, key):
             mark = partial(journal.mark_started, key=key)
-            await offload.run(self.conversations.append_messages, session_id, [user_message], mark)
+            await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)], mark)
 
     async def _store_answer(self, session_id: str, key: str, messages: list[Message], text: str) -> None:
         """Store the turn's last messages; with a journal, the answer is marked in the same transaction."""
         journal = self.journal
         mark = None if journal is None else partial(journal.mark_answered, key=key, reply=text)
-        await offload.run(self.conversations.append_messages, session_id, messages, mark)
+        await offload.run(self.conversations.append_messages, session_id, [to_turn(m) for m in messages], mark)
 
     async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str,
                         images: tuple[str, ...] = ()) -> str:
@@ -168,36 +169,21 @@ class Agent:
             for call in response.tool_calls:
                 output = await self.toolbox.call(ctx, call.name, call.arguments)
                 results.append({"role": "tool", "tool_call_id": call.id, "content": output})
-            await offload.run(self.conversations.append_messages, who.session_id, results)
+            await offload.run(self.conversations.append_messages, who.session_id, [to_turn(m) for m in results])
         text = "I looked through my memory several times but couldn't finish; please ask again more specifically."
         await self._store_answer(who.session_id, key, [{"role": "assistant", "content": text}], text)
         return text
 
     def _llm_messages(self, session_id: str, system: str) -> list[Message]:
-        history = self.conversations.load_messages(session_id, self.context.max_turns + 1)
+        turns = self.conversations.load_messages(session_id, self.context.max_turns + 1)
         session = self.conversations.get_session(session_id)
         head: list[Message] = [{"role": "system", "content": system}]
         if session is not None and session.summary:
             head.append({"role": "system", "content": f"Summary of the earlier conversation:\n{session.summary}"})
-        return head + _drop_orphan_tool_messages(history)
+        return head + history(turns)
 
 
 def _show_images(messages: list[Message], images: tuple[str, ...]) -> list[Message]:
     """The request with ``images`` added to its last user message (this turn's), as content parts."""
     last = max(i for i, message in enumerate(messages) if message.get("role") == "user")
     return [*messages[:last], with_images(messages[last], images), *messages[last + 1:]]
-
-
-def _drop_orphan_tool_messages(history: list[Message]) -> list[Message]:
-    """Tool results whose assistant call was trimmed away would be rejected by the API."""
-    known: set[str] = set()
-    kept: list[Message] = []
-    for message in history:
-        if message.get("role") == "assistant":
-            known.update(call["id"] for call in message.get("tool_calls") or [])
-        if message.get("role") == "tool" and message.get("tool_call_id") not in known:
-            continue
-        kept.append(message)
-    while kept and kept[0].get("role") not in ("user", "system"):
-        kept.pop(0)
-    return kept

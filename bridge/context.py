@@ -6,12 +6,10 @@ about one character a token, which is close enough to keep requests under a mode
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
-from memory import StoredMessage, count_cjk
+from memory import StoredMessage, Turn, count_cjk
 
 _MESSAGE_OVERHEAD = 4
 
@@ -21,16 +19,13 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-def message_tokens(message: dict[str, Any]) -> int:
-    content = message.get("content")
-    total = _MESSAGE_OVERHEAD + (estimate_tokens(content) if isinstance(content, str) else 0)
-    if message.get("tool_calls"):
-        total += estimate_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
-    return total
+def turn_tokens(turn: Turn) -> int:
+    """A turn's text and its meta (the tool calls' JSON goes to the model too)."""
+    return _MESSAGE_OVERHEAD + estimate_tokens(turn.text) + sum(estimate_tokens(value) for value in turn.meta.values())
 
 
-def messages_tokens(messages: Sequence[dict[str, Any]]) -> int:
-    return sum(message_tokens(m) for m in messages)
+def turns_tokens(turns: Sequence[Turn]) -> int:
+    return sum(turn_tokens(t) for t in turns)
 
 
 def trim_point(stored: Sequence[StoredMessage], max_turns: int, max_tokens: int) -> int | None:
@@ -40,12 +35,12 @@ def trim_point(stored: Sequence[StoredMessage], max_turns: int, max_tokens: int)
     flush job covers several turns instead of one per message.
     """
     starts = [i for i, item in enumerate(stored) if item.visible]
-    tokens = messages_tokens([item.message for item in stored])
+    tokens = turns_tokens([item.turn for item in stored])
     if len(starts) <= max_turns and tokens <= max_tokens:
         return None
     keep_turns = max(1, max_turns // 2)
     first = starts[-keep_turns] if len(starts) >= keep_turns else 0
-    while first < len(stored) and messages_tokens([i.message for i in stored[first:]]) > max_tokens // 2:
+    while first < len(stored) and turns_tokens([i.turn for i in stored[first:]]) > max_tokens // 2:
         later = [i for i in starts if i > first]
         if not later:
             break

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from memory import Flusher, Message, Summarizer, conversation_text
+from memory import Flusher, Summarizer, Turn, conversation_text
 
 from . import offload
 from .llm import LLMClient
@@ -29,7 +29,7 @@ language the user writes in. Invent nothing. If nothing is worth keeping, answer
 
 
 def llm_summarizer(llm: LLMClient) -> Summarizer:
-    async def summarize(messages: Sequence[Message]) -> str:
+    async def summarize(messages: Sequence[Turn]) -> str:
         request = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": conversation_text(messages)[:24_000]},

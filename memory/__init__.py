@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
     from .config import DreamSettings, EmbeddingSettings, MemorySettings, StrictSettings
-    from .conversations import ConversationStore, FlushJob, Message, StoredMessage, session_id
+    from .conversations import ConversationStore, FlushJob, StoredMessage, session_id
     from .dream import DeepDream, DreamResult, MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .embedding import (
         EmbeddingError,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         validate_scope,
     )
     from .storage import Database
+    from .turns import Turn
     from .vectors import LanceDBBackend, VectorBackend, VectorRow
 
 #: Public name -> the module (relative to this package) that defines it.
@@ -56,7 +57,6 @@ _HOMES = {
     "StrictSettings": "config",
     "ConversationStore": "conversations",
     "FlushJob": "conversations",
-    "Message": "conversations",
     "StoredMessage": "conversations",
     "session_id": "conversations",
     "DeepDream": "dream",
@@ -101,6 +101,7 @@ _HOMES = {
     "Workspace": "scopes",
     "validate_scope": "scopes",
     "Database": "storage",
+    "Turn": "turns",
     "LanceDBBackend": "vectors",
     "VectorBackend": "vectors",
     "VectorRow": "vectors",
@@ -135,7 +136,6 @@ __all__ = [
     "MemoryManager",
     "MemoryPathError",
     "MemorySettings",
-    "Message",
     "NothingToForget",
     "OpenAIEmbedding",
     "Portability",
@@ -147,6 +147,7 @@ __all__ = [
     "Summarizer",
     "SyncReport",
     "TransferReport",
+    "Turn",
     "VectorBackend",
     "VectorRow",
     "Version",

@@ -32,8 +32,9 @@ from typing import IO, Any
 from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date
 
 FORMAT = "membridge-memory-export"
-#: 2: a version line names its file (``path``); format 1 held MEMORY.md versions only, and is still read.
-FORMAT_VERSION = 2
+#: 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held
+#: MEMORY.md versions only. Formats 1 and 2 (messages as the chat API's JSON under ``message``) are still read.
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 VERSIONS_INDEX = "versions/versions.jsonl"
 SESSIONS = "conversations/sessions.jsonl"

@@ -11,7 +11,6 @@ state or leaves a job that the next start completes.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,9 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .storage import Database
-
-Message = dict[str, Any]
-SCHEDULED_PREFIX = "[SCHEDULED]"
+from .turns import (
+    SCHEDULED_PREFIX,
+    Turn,
+    checked_turn,
+    decode_meta,
+    encode_meta,
+    has_turn_columns,
+    is_scheduled,
+    is_visible_turn,
+    migrate_v1_rows,
+    searchable_text,
+    turn_from_v1,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -32,7 +41,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE TABLE IF NOT EXISTS messages (
     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
-    role TEXT NOT NULL, body TEXT NOT NULL, visible INTEGER NOT NULL, created_at REAL NOT NULL,
+    role TEXT NOT NULL, body TEXT NOT NULL, visible INTEGER NOT NULL, created_at REAL NOT NULL, meta TEXT,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS messages_created ON messages (created_at);
@@ -74,7 +83,7 @@ class Session:
 @dataclass(frozen=True)
 class StoredMessage:
     seq: int
-    message: Message
+    turn: Turn
     visible: bool
     created_at: float
 
@@ -91,16 +100,6 @@ class FlushJob:
     attempts: int
 
 
-def is_visible_turn(message: Message) -> bool:
-    """A real user message starts a visible turn; tool results and assistant steps belong to it."""
-    return message.get("role") == "user"
-
-
-def is_scheduled(message: Message) -> bool:
-    content = message.get("content")
-    return isinstance(content, str) and content.startswith(SCHEDULED_PREFIX)
-
-
 class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -108,6 +107,19 @@ class ConversationStore:
         self._migrate()
 
     def _migrate(self) -> None:
+        self._migrate_watermark()
+        self._migrate_turns()
+
+    def _migrate_turns(self) -> None:
+        """Format 1 kept each message as the chat API's JSON; rewrite it as a turn, once, in place."""
+        with self.db.lock:
+            if has_turn_columns(self.db.conn):
+                return  # the usual case: no write lock taken at start
+        with self.db.transaction() as conn:
+            if not has_turn_columns(conn):  # another process may have migrated it meanwhile
+                migrate_v1_rows(conn)
+
+    def _migrate_watermark(self) -> None:
         """An older index.db kept the nightly summary's progress in ``daily_summaries``, apart from the
         trim jobs (so a turn could be summarised twice); fold it into the one watermark per session."""
         if _has_watermark(self.db.query("PRAGMA table_info(sessions)")):
@@ -152,7 +164,7 @@ class ConversationStore:
         sessions = sorted(self.sessions_active_since(since), key=lambda session: -session.updated_at)
         return list(dict.fromkeys(session.scope for session in sessions))[:limit]
 
-    def append_messages(self, session_id: str, messages: Sequence[Message],
+    def append_messages(self, session_id: str, messages: Sequence[Turn],
                         also: Callable[[sqlite3.Connection], object] | None = None) -> list[int]:
         """Append in order (safe with concurrent writers). ``seq`` continues past every seq the session
         ever had, even when pruning or retention deleted the newest rows, so a recorded job's range
@@ -165,10 +177,10 @@ class ConversationStore:
             last = _last_seq(conn, session_id)
             seqs = list(range(last + 1, last + 1 + len(messages)))
             conn.executemany(
-                "INSERT INTO messages (session_id, seq, role, body, visible, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages (session_id, seq, role, body, meta, visible, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, seq, m.get("role", ""), json.dumps(m, ensure_ascii=False), int(is_visible_turn(m)), now)
-                    for seq, m in zip(seqs, messages, strict=True)
+                    (session_id, seq, t.role, t.text, encode_meta(t.meta), int(is_visible_turn(t)), now)
+                    for seq, t in zip(seqs, messages, strict=True)
                 ],
             )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
@@ -179,27 +191,27 @@ class ConversationStore:
     def context_messages(self, session_id: str) -> list[StoredMessage]:
         """Every message inside the session's LLM context, oldest first."""
         rows = self.db.query(
-            "SELECT m.seq, m.body, m.visible, m.created_at FROM messages m JOIN sessions s ON s.id = m.session_id"
-            " WHERE m.session_id = ? AND m.seq >= s.context_start_seq ORDER BY m.seq",
+            "SELECT m.seq, m.role, m.body, m.meta, m.visible, m.created_at FROM messages m"
+            " JOIN sessions s ON s.id = m.session_id WHERE m.session_id = ? AND m.seq >= s.context_start_seq ORDER BY m.seq",
             (session_id,),
         )
-        return [StoredMessage(row[0], json.loads(row[1]), bool(row[2]), row[3]) for row in rows]
+        return [StoredMessage(row[0], _turn(*row[1:4]), bool(row[4]), row[5]) for row in rows]
 
-    def load_messages(self, session_id: str, max_turns: int) -> list[Message]:
+    def load_messages(self, session_id: str, max_turns: int) -> list[Turn]:
         """The context's last ``max_turns`` visible user turns, with their tool steps."""
         if max_turns < 1:
             raise ValueError("max_turns must be 1 or more")
         stored = self.context_messages(session_id)
         starts = [i for i, item in enumerate(stored) if item.visible]
         first = starts[-max_turns] if len(starts) > max_turns else (starts[0] if starts else len(stored))
-        return [item.message for item in stored[first:]]
+        return [item.turn for item in stored[first:]]
 
-    def messages_between(self, session_id: str, seq_from: int, seq_to: int) -> list[Message]:
+    def messages_between(self, session_id: str, seq_from: int, seq_to: int) -> list[Turn]:
         rows = self.db.query(
-            "SELECT body FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+            "SELECT role, body, meta FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
             (session_id, seq_from, seq_to),
         )
-        return [json.loads(row[0]) for row in rows]
+        return [_turn(*row) for row in rows]
 
     def clear_context(self, session_id: str, day: str) -> FlushJob | None:
         """Start the LLM context afresh; the rows stay on disk. The turns not yet in daily memory
@@ -256,12 +268,12 @@ class ConversationStore:
 
     def prune_scheduled_messages(self, session_id: str, keep_last_n: int) -> int:
         """Keep only the newest ``keep_last_n`` scheduler-injected pairs; returns rows deleted."""
-        stored = self.db.query("SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+        stored = self.db.query("SELECT seq, role, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
         pairs: list[list[int]] = []
-        for index, (seq, body) in enumerate(stored):
-            if is_scheduled(json.loads(body)):
+        for index, (seq, role, body) in enumerate(stored):
+            if is_scheduled(Turn(role, body)):
                 pair = [seq]
-                if index + 1 < len(stored) and json.loads(stored[index + 1][1]).get("role") == "assistant":
+                if index + 1 < len(stored) and stored[index + 1][1] == "assistant":
                     pair.append(stored[index + 1][0])
                 pairs.append(pair)
         doomed = [seq for pair in (pairs[:-keep_last_n] if keep_last_n else pairs) for seq in pair]
@@ -346,14 +358,14 @@ class ConversationStore:
     def _scope_messages(self, scope: str) -> list[tuple[str, int, int, str]]:
         """(session, seq, turn number, searchable text) of every message of ``scope``, in order."""
         rows = self.db.query(
-            "SELECT m.session_id, m.seq, m.visible, m.body FROM messages m JOIN sessions s ON s.id = m.session_id"
-            " WHERE s.scope = ? ORDER BY m.session_id, m.seq", (scope,))
+            "SELECT m.session_id, m.seq, m.visible, m.role, m.body, m.meta FROM messages m"
+            " JOIN sessions s ON s.id = m.session_id WHERE s.scope = ? ORDER BY m.session_id, m.seq", (scope,))
         out: list[tuple[str, int, int, str]] = []
         turn, session = 0, None
-        for sid, seq, visible, body in rows:
+        for sid, seq, visible, role, body, meta in rows:
             turn = 0 if sid != session else turn + int(bool(visible))
             session = sid
-            out.append((sid, seq, turn, message_text(json.loads(body))))
+            out.append((sid, seq, turn, searchable_text(_turn(role, body, meta))))
         return out
 
     # ----------------------------------------------------------------- jobs
@@ -408,12 +420,12 @@ class ScopeConversations:
             after = -1
             while True:
                 rows = self.store.db.query(
-                    "SELECT seq, role, visible, created_at, body FROM messages WHERE session_id = ? AND seq > ?"
+                    "SELECT seq, role, visible, created_at, body, meta FROM messages WHERE session_id = ? AND seq > ?"
                     " ORDER BY seq LIMIT ?", (session, after, _EXPORT_BATCH),
                 )
-                for seq, role, visible, created_at, body in rows:
+                for seq, role, visible, created_at, body, meta in rows:
                     yield {"chat": chat_of(session, self.scope), "seq": seq, "role": role, "visible": bool(visible),
-                           "created_at": created_at, "message": json.loads(body)}
+                           "created_at": created_at, "text": body, "meta": decode_meta(meta)}
                 if len(rows) < _EXPORT_BATCH:
                     break
                 after = int(rows[-1][0])
@@ -429,7 +441,8 @@ class ScopeConversations:
     def restore(self, conn: sqlite3.Connection, sessions: Iterable[dict[str, Any]],
                 messages: Iterable[dict[str, Any]]) -> tuple[int, int]:
         """Insert exported records into this scope inside the caller's transaction; returns
-        (sessions, messages). A message whose session is not among ``sessions`` is refused."""
+        (sessions, messages). A message whose session is not among ``sessions`` is refused. A message
+        of export format 1 (the chat API's JSON under ``message``) is read as a turn."""
         known: set[str] = set()
         for record in sessions:
             conn.execute(
@@ -444,30 +457,29 @@ class ScopeConversations:
         for record in messages:
             if record["chat"] not in known:
                 raise ValueError(f"a message belongs to chat {record['chat']!r}, which has no session record")
+            turn = _record_turn(record)
             conn.execute(
-                "INSERT INTO messages (session_id, seq, role, body, visible, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id(self.scope, record["chat"]), record["seq"], record["role"],
-                 json.dumps(record["message"], ensure_ascii=False), int(record["visible"]), record["created_at"]),
+                "INSERT INTO messages (session_id, seq, role, body, meta, visible, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id(self.scope, record["chat"]), record["seq"], record["role"], turn.text,
+                 encode_meta(turn.meta), int(record["visible"]), record["created_at"]),
             )
             count += 1
         return len(known), count
 
 
-def message_text(value: object) -> str:
-    """Every string a stored message holds, one per line, tool-call arguments (JSON in a string,
-    where non-ASCII text may be escaped) decoded too: what a search for a text must look through."""
-    if isinstance(value, dict):
-        return "\n".join(message_text(item) for item in value.values())
-    if isinstance(value, list):
-        return "\n".join(message_text(item) for item in value)
-    if not isinstance(value, str):
-        return ""
-    if value[:1] in ("{", "["):
-        try:
-            return value + "\n" + message_text(json.loads(value))
-        except ValueError:
-            pass
-    return value
+def _turn(role: str, body: str, meta: str | None) -> Turn:
+    """A stored row as a turn."""
+    return Turn(role, body, decode_meta(meta))
+
+
+def _record_turn(record: dict[str, Any]) -> Turn:
+    """An exported message record as a turn (format 2: ``text`` and ``meta``; format 1: ``message``)."""
+    if "message" in record:
+        message = record["message"]
+        if not isinstance(message, dict):
+            raise ValueError("a format-1 message record needs a JSON object under 'message'")
+        return turn_from_v1(message)
+    return checked_turn(record["role"], record["text"], record.get("meta", {}))
 
 
 def _has_watermark(columns: Sequence[Sequence[object]]) -> bool:

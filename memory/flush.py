@@ -18,14 +18,15 @@ from datetime import datetime
 from enum import StrEnum
 
 from .chunker import SECTION_TITLES
-from .conversations import DAILY_REASON, ConversationStore, FlushJob, Message, is_scheduled
+from .conversations import DAILY_REASON, ConversationStore, FlushJob
 from .files import append_text
 from .manager import MemoryManager
 from .offload import Offload
+from .turns import Turn, is_scheduled
 
 log = logging.getLogger(__name__)
 
-Summarizer = Callable[[Sequence[Message]], Awaitable[str]]
+Summarizer = Callable[[Sequence[Turn]], Awaitable[str]]
 
 _SENTINELS = {"none", "nothing", "n/a", "无", "没有", "无内容", "nothing worth keeping"}
 _SUMMARY_KEEP_CHARS = 2000
@@ -45,43 +46,41 @@ def is_sentinel(text: str) -> bool:
     return not cleaned or cleaned in _SENTINELS
 
 
-def strip_scheduled_pairs(messages: Sequence[Message]) -> list[Message]:
+def strip_scheduled_pairs(messages: Sequence[Turn]) -> list[Turn]:
     """Drop scheduler-injected ``[SCHEDULED]`` prompts and the assistant answer that follows each."""
-    kept: list[Message] = []
+    kept: list[Turn] = []
     skip_answer = False
     for message in messages:
         if is_scheduled(message):
             skip_answer = True
             continue
-        if skip_answer and message.get("role") in ("assistant", "tool"):
+        if skip_answer and message.role in ("assistant", "tool"):
             continue
         skip_answer = False
         kept.append(message)
     return kept
 
 
-def conversation_text(messages: Sequence[Message]) -> str:
+def conversation_text(messages: Sequence[Turn]) -> str:
     """The human-readable part of a message list (user and assistant text, no tool plumbing)."""
     lines = []
     for message in messages:
-        content = message.get("content")
-        if message.get("role") in ("user", "assistant") and isinstance(content, str) and content.strip():
-            lines.append(f"{message['role']}: {content.strip()}")
+        if message.role in ("user", "assistant") and message.text.strip():
+            lines.append(f"{message.role}: {message.text.strip()}")
     return "\n".join(lines)
 
 
-def fallback_summary(messages: Sequence[Message], max_lines: int = 8, max_chars: int = 200) -> str:
+def fallback_summary(messages: Sequence[Turn], max_lines: int = 8, max_chars: int = 200) -> str:
     """A rule-based summary when the LLM is down: what the user said, one line per message."""
     lines = []
     for message in messages:
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str) and content.strip():
-            text = " ".join(content.split())
+        if message.role == "user" and message.text.strip():
+            text = " ".join(message.text.split())
             lines.append(f"- user said: {text[:max_chars]}{'…' if len(text) > max_chars else ''}")
     return "\n".join(lines[-max_lines:])
 
 
-async def _summarize(messages: Sequence[Message], summarize: Summarizer, what: str) -> tuple[str, FlushOutcome]:
+async def _summarize(messages: Sequence[Turn], summarize: Summarizer, what: str) -> tuple[str, FlushOutcome]:
     """The LLM's summary, or the rule-based one when the LLM fails: turns are never lost."""
     try:
         return (await summarize(messages)).strip(), FlushOutcome.WRITTEN
@@ -143,10 +142,10 @@ class Flusher:
         await self._offload(self.store.finish_job, job.id)
         return outcome if written else FlushOutcome.ALREADY
 
-    def _messages(self, job: FlushJob) -> list[Message]:
+    def _messages(self, job: FlushJob) -> list[Turn]:
         return strip_scheduled_pairs(self.store.messages_between(job.session_id, job.seq_from, job.seq_to))
 
-    def _append_once(self, job: FlushJob, summary: str, summarized: list[Message]) -> bool | None:
+    def _append_once(self, job: FlushJob, summary: str, summarized: list[Turn]) -> bool | None:
         """Append the job's block unless it is already there (a re-run after a crash); None, and
         nothing written, when the turns are no longer those summarised (checked under the lock a
         forget holds while it deletes)."""

@@ -9,6 +9,7 @@ import pytest
 from support.bot import dm, group, is_summary_request, make_services, system_prompt
 
 from bridge.conversation import session_key
+from memory import Turn
 
 ANN = session_key("telegram-42", "telegram::42:")  # Ann's DM: one session per chat and scope
 
@@ -31,7 +32,7 @@ async def test_a_turn_answers_and_stores_both_messages(services, fake_llm) -> No
     reply = await services.agent.handle(dm("hi"))
     assert reply.text == "Hello Ann!"
     stored = services.conversations.load_messages(ANN, 5)
-    assert stored == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello Ann!"}]
+    assert stored == [Turn("user", "hi"), Turn("assistant", "Hello Ann!")]
     assert fake_llm.requests[0]["stream"] is True and fake_llm.requests[0]["model"] == "fake-model"
 
 
@@ -99,8 +100,7 @@ async def test_an_llm_failure_gives_a_clear_reply_and_loses_nothing(services, fa
     fake_llm.fail(500, times=3)
     reply = await services.agent.handle(dm("remember my flight is at 9"))
     assert "language model" in reply.text and "saved" in reply.text
-    assert services.conversations.load_messages(ANN, 5) == [
-        {"role": "user", "content": "remember my flight is at 9"}]
+    assert services.conversations.load_messages(ANN, 5) == [Turn("user", "remember my flight is at 9")]
     fake_llm.reply("ok, 9 it is")
     await services.agent.handle(dm("did you get that?"))
     contents = [m["content"] for m in fake_llm.requests[-1]["messages"]]
@@ -142,7 +142,7 @@ async def test_21_turns_over_max_turns_20_flush_a_summary_to_daily_memory(tmp_pa
     assert len(summary_requests) == 1 and "message 0:" in summary_requests[0]["messages"][1]["content"]
     assert services.conversations.pending_jobs() == []
     history = services.conversations.load_messages(ANN, 100)
-    assert history[0]["content"] == "message 11: I'm planning Osaka" and len(history) == 20
+    assert history[0].text == "message 11: I'm planning Osaka" and len(history) == 20
     fake_llm.reply("still here")
     await services.agent.handle(dm("next"))
     head = fake_llm.requests[-1]["messages"][1]

@@ -14,6 +14,7 @@ from support.cli import ROOT, membridge
 
 from bridge.app import Services
 from bridge.config import load_config
+from memory import Turn
 
 TOKEN = "quokka-ledger-5521"
 
@@ -26,7 +27,7 @@ def plant(config: Path) -> None:
         services.dreamer.memory_file.write("terminal-alice", b"- alice keeps bees\n", "dream")
         store = services.conversations
         store.ensure_session("terminal-alice|terminal::alice:", "terminal-alice", "terminal")
-        store.append_messages("terminal-alice|terminal::alice:", [{"role": "user", "content": f"code {TOKEN}"}])
+        store.append_messages("terminal-alice|terminal::alice:", [Turn("user", f"code {TOKEN}")])
     finally:
         services.close()
 

@@ -18,6 +18,7 @@ from support.channel import RecordingChannel
 from bridge.app import Services
 from bridge.llm import LLMClient, LLMResponse
 from bridge.runtime import Bridge
+from memory import Turn
 from plugins import PluginRegistry
 from plugins.builtin.commands import CommandsPlugin
 
@@ -212,7 +213,7 @@ async def test_a_job_recorded_in_another_thread_wakes_the_worker(tmp_path, fake_
 
     def record_in_a_thread() -> None:
         store.ensure_session("a chat", "telegram-42", "telegram")
-        store.append_messages("a chat", [{"role": "user", "content": "my cat is Tom"}, {"role": "assistant", "content": "ok"}])
+        store.append_messages("a chat", [Turn("user", "my cat is Tom"), Turn("assistant", "ok")])
         store.trim("a chat", 3, "trim", today())
         services.flush_worker.notify()
 

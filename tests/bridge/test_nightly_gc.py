@@ -9,6 +9,8 @@ from datetime import date
 import numpy as np
 from support.bot import is_summary_request, make_services
 
+from memory import Turn
+
 NO_DREAM = {"dream": {"enabled": False}, "versions": {"keep": 2, "max_days": 365}}
 
 
@@ -28,9 +30,9 @@ async def test_nightly_prunes_scheduled_pairs_versions_and_unused_vectors(tmp_pa
     for session in ("s1", "s2"):
         store.ensure_session(session, "alice")
         for i in range(3):
-            store.append_messages(session, [{"role": "user", "content": f"[SCHEDULED] price check {i}"},
-                                            {"role": "assistant", "content": f"price {i}"}])
-        store.append_messages(session, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+            store.append_messages(session, [Turn("user", f"[SCHEDULED] price check {i}"),
+                                            Turn("assistant", f"price {i}")])
+        store.append_messages(session, [Turn("user", "hello"), Turn("assistant", "hi")])
     for i in range(4):
         services.dreamer.memory_file.write("alice", f"- fact {i}\n".encode(), f"edit {i}")
     with services.memory.db.transaction() as conn:
@@ -38,7 +40,7 @@ async def test_nightly_prunes_scheduled_pairs_versions_and_unused_vectors(tmp_pa
     assert rows(services, "SELECT count(*) FROM messages") == 16 and services.dreamer.memory_file.version_count() == 4
 
     await services.nightly(date.today(), 1)
-    kept = [m["content"] for m in store.messages_between("s1", 1, 100)]
+    kept = [m.text for m in store.messages_between("s1", 1, 100)]
     assert kept == ["[SCHEDULED] price check 2", "price 2", "hello", "hi"]
     assert rows(services, "SELECT count(*) FROM messages") == 8
     assert [v.entries for v in services.dreamer.memory_file.versions("alice")] == [1, 1]

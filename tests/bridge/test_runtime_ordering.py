@@ -75,7 +75,7 @@ async def test_one_chat_waits_behind_its_slow_turn_while_other_chats_are_answere
         await channel.wait_sent(6)
         assert channel.texts("1") == [f"echo a{i}" for i in range(5)]
         history = bridge.services.conversations.load_messages(session_key("telegram-1", "telegram::1:"), 20)
-        assert [m["content"] for m in history if m["role"] == "user"] == [f"a{i}" for i in range(5)]
+        assert [m.text for m in history if m.role == "user"] == [f"a{i}" for i in range(5)]
     finally:
         await bridge.shutdown()
 

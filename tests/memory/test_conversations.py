@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -8,6 +9,7 @@ import pytest
 
 from memory import Database
 from memory.conversations import ConversationStore
+from memory.turns import Turn
 
 
 @pytest.fixture
@@ -17,14 +19,13 @@ def store(tmp_path) -> ConversationStore:
     return made
 
 
-def turn(text: str, tools: int = 0) -> list[dict]:
-    messages: list[dict] = [{"role": "user", "content": text}]
+def turn(text: str, tools: int = 0) -> list[Turn]:
+    turns = [Turn("user", text)]
     for i in range(tools):
-        messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function",
-                         "function": {"name": "memory_search", "arguments": "{}"}}]})
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "[]"})
-    messages.append({"role": "assistant", "content": f"re: {text}"})
-    return messages
+        turns.append(Turn("assistant", "", {"calls": f"c{i}"}))
+        turns.append(Turn("tool", "[]", {"answers": f"c{i}"}))
+    turns.append(Turn("assistant", f"re: {text}"))
+    return turns
 
 
 def test_seq_continues_and_is_safe_under_concurrent_writers(tmp_path) -> None:
@@ -33,7 +34,7 @@ def test_seq_continues_and_is_safe_under_concurrent_writers(tmp_path) -> None:
 
     def write(store: ConversationStore, who: int) -> None:
         for i in range(25):
-            store.append_messages("s", [{"role": "user", "content": f"{who}-{i}"}])
+            store.append_messages("s", [Turn("user", f"{who}-{i}")])
 
     threads = [threading.Thread(target=write, args=(s, n)) for n, s in enumerate(stores)]
     for thread in threads:
@@ -48,7 +49,7 @@ def test_max_turns_counts_visible_user_turns_only(store) -> None:
     for i in range(5):
         store.append_messages("s1", turn(f"q{i}", tools=3))
     loaded = store.load_messages("s1", 2)
-    assert [m["content"] for m in loaded if m["role"] == "user"] == ["q3", "q4"]
+    assert [m.text for m in loaded if m.role == "user"] == ["q3", "q4"]
     assert len(loaded) == 2 * (1 + 6 + 1)
     with pytest.raises(ValueError):
         store.load_messages("s1", 0)
@@ -60,7 +61,7 @@ def test_clear_context_keeps_rows_on_disk_and_queues_them_for_daily_memory(store
     assert job is not None and (job.seq_from, job.seq_to, job.reason, job.day) == (1, 2, "clear", "2026-12-02")
     assert store.load_messages("s1", 10) == []
     store.append_messages("s1", turn("new"))
-    assert [m["content"] for m in store.load_messages("s1", 10)] == ["new", "re: new"]
+    assert [m.text for m in store.load_messages("s1", 10)] == ["new", "re: new"]
     assert store.messages_between("s1", 1, 2) == turn("old")
     assert store.clear_context("s1", "2026-12-02").seq_from == 3  # only what the first clear did not take
 
@@ -72,16 +73,16 @@ def test_trim_moves_the_boundary_and_records_one_job(store) -> None:
     assert job is not None and (job.seq_from, job.seq_to, job.scope, job.reason) == (1, 4, "alice", "trim")
     assert store.trim("s1", 5, "trim", "2026-12-02") is None  # no double job for the same range
     assert [j.id for j in store.pending_jobs()] == [job.id]
-    assert [m["content"] for m in store.load_messages("s1", 10)] == ["q2", "re: q2"]
+    assert [m.text for m in store.load_messages("s1", 10)] == ["q2", "re: q2"]
 
 
 def test_prune_scheduled_keeps_the_newest_pairs(store) -> None:
     for i in range(5):
-        store.append_messages("s1", [{"role": "user", "content": f"[SCHEDULED] price check {i}"},
-                                     {"role": "assistant", "content": f"price {i}"}])
+        store.append_messages("s1", [Turn("user", f"[SCHEDULED] price check {i}"),
+                                     Turn("assistant", f"price {i}")])
     store.append_messages("s1", turn("real"))
     assert store.prune_scheduled_messages("s1", 2) == 6
-    contents = [m["content"] for m in store.load_messages("s1", 10)]
+    contents = [m.text for m in store.load_messages("s1", 10)]
     assert contents == ["[SCHEDULED] price check 3", "price 3", "[SCHEDULED] price check 4", "price 4", "real", "re: real"]
 
 
@@ -109,7 +110,7 @@ def test_a_trim_after_the_nightly_summary_queues_only_the_turns_it_did_not_take(
     store.record_daily_jobs(time.time() + 1, "2026-12-02")
     store.append_messages("s1", turn("q3"))  # seq 7-8
     store.append_messages("s1", turn("q4"))  # seq 9-10
-    assert next(m["content"] for m in store.load_messages("s1", 10)) == "q0"  # the summary left the context as it was
+    assert next(m.text for m in store.load_messages("s1", 10)) == "q0"  # the summary left the context as it was
     store.trim("s1", 9, "trim", "2026-12-03")
     store.record_daily_jobs(time.time() + 1, "2026-12-03")
     assert queued(store) == [(1, 6, "daily"), (7, 8, "trim"), (9, 10, "daily")]
@@ -139,7 +140,7 @@ def test_a_chat_that_comes_back_after_cleanup_has_its_new_turns_summarised(store
 
 def test_seq_never_reuses_a_number_a_job_already_covers(store) -> None:
     store.append_messages("s1", turn("real"))
-    store.append_messages("s1", [{"role": "user", "content": "[SCHEDULED] ping"}, {"role": "assistant", "content": "pong"}])
+    store.append_messages("s1", [Turn("user", "[SCHEDULED] ping"), Turn("assistant", "pong")])
     store.record_daily_jobs(time.time() + 1, "2026-12-02")  # seq 1-4
     assert store.prune_scheduled_messages("s1", 0) == 2  # the newest rows, 3 and 4, go
     assert store.append_messages("s1", turn("next")) == [5, 6]
@@ -199,3 +200,34 @@ def test_an_older_index_keeps_what_it_already_summarised(tmp_path) -> None:
     assert jobs == {"trimmed": (5, 8), "summarised": (7, 8)}
     assert not store.db.query("SELECT 1 FROM sqlite_master WHERE name = 'daily_summaries'")
     ConversationStore(Database(path))  # opening it again changes nothing
+
+
+V1_ROWS = [  # (seq, role, body) as format 1 stored them: the chat API's JSON
+    (1, "user", '{"role": "user", "content": "我的猫叫 Tom"}'),
+    (2, "assistant", '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",'
+                     ' "function": {"name": "memory_write", "arguments": "{\\"text\\": \\"\\\\u732b Tom\\"}"}}]}'),
+    (3, "tool", '{"role": "tool", "tool_call_id": "c1", "content": "saved"}'),
+    (4, "assistant", '{"role": "assistant", "content": "记住了"}'),
+]
+
+
+def test_an_index_of_format_1_migrates_its_messages_to_turns_in_place(tmp_path) -> None:
+    path = tmp_path / "index.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(OLD_SCHEMA)
+        conn.execute("INSERT INTO sessions (id, scope, created_at, updated_at) VALUES ('a|chat', 'a', 1, 1)")
+        conn.executemany("INSERT INTO messages VALUES ('a|chat', ?, ?, ?, ?, 1)",
+                         [(seq, role, body, int(role == "user")) for seq, role, body in V1_ROWS])
+    store = ConversationStore(Database(path))
+    calls = ('[{"id": "c1", "type": "function", "function": {"name": "memory_write",'
+             ' "arguments": "{\\"text\\": \\"\\\\u732b Tom\\"}"}}]')
+    assert store.load_messages("a|chat", 5) == [
+        Turn("user", "我的猫叫 Tom"), Turn("assistant", "", {"tool_calls": calls}),
+        Turn("tool", "saved", {"tool_call_id": "c1"}), Turn("assistant", "记住了")]
+    rows = store.db.query("SELECT seq, body, meta FROM messages ORDER BY seq")
+    assert [tuple(row) for row in rows] == [(1, "我的猫叫 Tom", None), (2, "", json.dumps({"tool_calls": calls})),
+                                            (3, "saved", '{"tool_call_id": "c1"}'), (4, "记住了", None)]
+    assert [kind for kind, _where, _text in store.find_text("a", lambda text: "猫 Tom" in text)] == ["message"]
+    ConversationStore(Database(path))  # opening it again changes nothing
+    assert [tuple(row) for row in store.db.query("SELECT seq, body, meta FROM messages ORDER BY seq")] == \
+        [tuple(row) for row in rows]

@@ -9,8 +9,8 @@ from datetime import date
 import pytest
 from support.forgetting import occurrences, plant
 
-from memory import MemoryManager
-from memory.conversations import ConversationStore, Message
+from memory import MemoryManager, Turn
+from memory.conversations import ConversationStore
 from memory.dream import MemoryFile
 from memory.flush import Flusher, conversation_text
 from memory.forgetting import Forgetter, NothingToForget
@@ -50,7 +50,7 @@ def test_forget_leaves_no_byte_of_the_text_anywhere(stack, token: str) -> None:
         assert token.lower().encode() not in forgetter.memory_file.content("alice", version.id).lower()
     history = ConversationStore(manager.db).context_messages("alice|chat")
     assert history == []  # the turn with the token (and its tool steps) went whole; the first one was trimmed
-    assert ConversationStore(manager.db).messages_between("alice|chat", 1, 9)[0]["content"] == "hello there"
+    assert ConversationStore(manager.db).messages_between("alice|chat", 1, 9)[0].text == "hello there"
     forgetter.erase("bob")
     assert occurrences(root, token) == {}
 
@@ -103,13 +103,13 @@ async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) 
     manager, forgetter = stack
     store = forgetter.conversations
     session = store.ensure_session("alice|chat", "alice").id
-    store.append_messages(session, [{"role": "user", "content": f"my {ASCII} is here"}, {"role": "assistant", "content": "ok"},
-                                    {"role": "user", "content": "I like tea"}, {"role": "assistant", "content": "fine"}])
+    store.append_messages(session, [Turn("user", f"my {ASCII} is here"), Turn("assistant", "ok"),
+                                    Turn("user", "I like tea"), Turn("assistant", "fine")])
     job = store.trim(session, 5, "trim", "2026-12-01")
     assert job is not None
     asked, release, seen = asyncio.Event(), asyncio.Event(), []
 
-    async def summarize(messages: Sequence[Message]) -> str:
+    async def summarize(messages: Sequence[Turn]) -> str:
         seen.append(conversation_text(messages))
         if len(seen) == 1:  # the model is "thinking" while the forget runs
             asked.set()

@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from memory import Database, DreamSettings
+from memory import Database, DreamSettings, Turn
 from memory.conversations import ConversationStore
 from memory.dream import DeepDream
 
@@ -108,7 +108,7 @@ def test_done_and_failed_jobs_past_retention_are_deleted_pending_ones_stay(tmp_p
     store = ConversationStore(Database(tmp_path / "index.db"))
     store.ensure_session("s1", "alice")
     for status in ("done", "failed", "pending"):
-        store.append_messages("s1", [{"role": "user", "content": status}])
+        store.append_messages("s1", [Turn("user", status)])
         [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
         if status == "done":
             store.finish_job(job.id)
@@ -124,7 +124,7 @@ def test_done_and_failed_jobs_past_retention_are_deleted_pending_ones_stay(tmp_p
 def test_a_failed_job_from_before_done_at_was_set_ages_by_its_creation(tmp_path) -> None:
     store = ConversationStore(Database(tmp_path / "index.db"))
     store.ensure_session("s1", "alice")
-    store.append_messages("s1", [{"role": "user", "content": "x"}])
+    store.append_messages("s1", [Turn("user", "x")])
     [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
     with sqlite3.connect(tmp_path / "index.db") as db:
         db.execute("UPDATE jobs SET status = 'failed', done_at = NULL WHERE id = ?", (job.id,))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import MemoryManager
+from memory import MemoryManager, Turn
 from memory.archive import MAX_MEMBERS
 from memory.conversations import ConversationStore
 from memory.dream import MemoryFile
@@ -50,8 +50,8 @@ def plant(portability: Portability, scope: str = SCOPE) -> None:
     for chat in ("telegram:::42:", "telegram:::42:7"):
         session = f"{scope}|{chat}"
         store.ensure_session(session, scope, "telegram")
-        store.append_messages(session, [{"role": "user", "content": f"remember {TOKEN} for {chat}"},
-                                        {"role": "assistant", "content": "Noted ✓"}])
+        store.append_messages(session, [Turn("user", f"remember {TOKEN} for {chat}"),
+                                        Turn("assistant", "Noted ✓")])
     store.trim(f"{scope}|telegram:::42:", 2, "budget", "2026-12-01")  # a pending job for seq 1
 
 
@@ -71,7 +71,7 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     members = export(portability, tmp_path / "out.zip")
     manifest = json.loads(members.pop("manifest.json"))
     assert manifest["scope"] == SCOPE and manifest["membridge_version"] == "9.9.9"
-    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 2
+    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 3
     assert manifest["counts"] == {"memory_md": 1, "daily_files": 2, "dream_diaries": 1, "other_files": 1,
                                   "versions": 4, "sessions": 2, "messages": 4}
     assert manifest["files"] == {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -92,7 +92,8 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     assert [(m["chat"], m["seq"], m["role"]) for m in messages] == [
         ("telegram:::42:", 1, "user"), ("telegram:::42:", 2, "assistant"),
         ("telegram:::42:7", 1, "user"), ("telegram:::42:7", 2, "assistant")]
-    assert messages[1]["message"] == {"role": "assistant", "content": "Noted ✓"}
+    assert {key: messages[1][key] for key in ("role", "text", "meta", "visible")} == {
+        "role": "assistant", "text": "Noted ✓", "meta": {}, "visible": False}
     sessions = {s["chat"]: s for s in map(json.loads, members["conversations/sessions.jsonl"].splitlines())}
     assert sessions["telegram:::42:"]["summarized_seq"] == 0  # the pending job's turn is not in daily memory yet
 
@@ -119,7 +120,31 @@ def test_round_trip_is_byte_for_byte_and_search_finds_the_import(portability: Po
     portability.memory_file.revert("slack-T1-U9", file=day)
     assert portability.memory_file.read("slack-T1-U9", day) == f"- 10:00 parked the bike, code {TOKEN}\n".encode()
     store = portability.conversations
-    assert store.load_messages("slack-T1-U9|telegram:::42:7", 5)[0]["content"] == f"remember {TOKEN} for telegram:::42:7"
+    assert store.load_messages("slack-T1-U9|telegram:::42:7", 5)[0].text == f"remember {TOKEN} for telegram:::42:7"
+
+
+def test_an_export_of_format_2_imports_its_messages_as_turns(portability: Portability, tmp_path: Path) -> None:
+    """Formats 1 and 2 carried each message as the chat API's JSON object; an import reads it as a turn."""
+    plant(portability)
+    members = export(portability, tmp_path / "v3.zip")
+    calls = [{"id": "c1", "type": "function", "function": {"name": "memory_write", "arguments": json.dumps({"t": "猫"})}}]
+    old = [{**{k: v for k, v in record.items() if k not in ("text", "meta")},
+           "message": {"role": record["role"], "content": record["text"]}}
+          for record in map(json.loads, members["conversations/messages.jsonl"].splitlines())]
+    old[1]["message"] = {"role": "assistant", "content": None, "tool_calls": calls}
+    members["conversations/messages.jsonl"] = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in old)
+    manifest = json.loads(members.pop("manifest.json"))
+    manifest["format_version"] = 2
+    manifest["files"] = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                         for name, data in members.items()}
+    with zipfile.ZipFile(tmp_path / "v2.zip", "w") as archive:
+        archive.writestr("manifest.json", json.dumps(manifest))
+        for name, data in members.items():
+            archive.writestr(name, data)
+    assert portability.import_(tmp_path / "v2.zip", "old").counts["messages"] == 4
+    assert portability.conversations.messages_between("old|telegram:::42:", 1, 2) == [
+        Turn("user", f"remember {TOKEN} for telegram:::42:"), Turn("assistant", "", {"tool_calls": json.dumps(calls)})]
+    assert [kind for kind, _, _ in portability.conversations.find_text("old", lambda text: "猫" in text)] == ["message"]
 
 
 def test_a_format_1_export_still_imports_its_versions_as_memory_mds(portability: Portability, tmp_path: Path) -> None:

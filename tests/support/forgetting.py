@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memory import MemoryManager
+from memory import MemoryManager, Turn
 from memory.forgetting import Forgetter
 
 
@@ -24,11 +24,11 @@ def plant(manager: MemoryManager, forgetter: Forgetter, scope: str, token: str) 
     store = forgetter.conversations
     session = store.ensure_session(f"{scope}|chat", scope).id
     store.append_messages(session, [
-        {"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"},
-        {"role": "user", "content": f"remember {token}"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "memory_write", "arguments": json.dumps({"text": token})}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "saved"}, {"role": "assistant", "content": "noted"},
+        Turn("user", "hello there"), Turn("assistant", "hi"),
+        Turn("user", f"remember {token}"),
+        Turn("assistant", "", {"tool_calls": json.dumps([{"id": "c1", "type": "function", "function": {
+            "name": "memory_write", "arguments": json.dumps({"text": token})}}])}),
+        Turn("tool", "saved", {"tool_call_id": "c1"}), Turn("assistant", "noted"),
     ])
     job = store.trim(session, 3, "trim", "2026-12-01")
     assert job is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from bridge.messages import to_message
 from bridge.runtime import Bridge
 from channels import IncomingMessage
 from support.attachments import MemoryAttachment
@@ -26,6 +27,6 @@ def echo_summary(request: dict[str, Any]) -> str | None:
 
 
 def stored(bridge: Bridge, user: str = "42") -> list[dict[str, Any]]:
-    """The messages stored for the direct chat of ``user``."""
+    """The messages stored for the direct chat of ``user``, as the bridge sends them to the model."""
     session = bridge.services.agent.identify(dm("x", user=user)).session_id
-    return bridge.services.conversations.load_messages(session, 50)
+    return [to_message(turn) for turn in bridge.services.conversations.load_messages(session, 50)]

@@ -90,14 +90,14 @@ APPENDER = """
 import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from memory import Database
+from memory import Database, Turn
 from memory.conversations import ConversationStore
 store = ConversationStore(Database(Path(sys.argv[1])))
 store.ensure_session("s", "alice")
 n = int(sys.argv[2])
 while True:
     n += 1
-    [seq] = store.append_messages("s", [{{"role": "user", "content": f"message {{n}}"}}])
+    [seq] = store.append_messages("s", [Turn("user", f"message {{n}}")])
     print(n, seq, flush=True)
 """
 
@@ -130,8 +130,8 @@ async def test_killed_appends_lose_no_committed_message_and_duplicate_none(tmp_p
     stored = ConversationStore(Database(db)).context_messages("s")
     seqs = [m.seq for m in stored]
     assert seqs == list(range(1, len(seqs) + 1))  # contiguous, no duplicates
-    texts = [m.message["content"] for m in stored]
+    texts = [m.turn.text for m in stored]
     assert len(texts) == len(set(texts))
     for n, seq in committed:  # every append the writer saw committed is there, at its seq
-        assert stored[seq - 1].message["content"] == f"message {n}"
+        assert stored[seq - 1].turn.text == f"message {n}"
     assert len(committed) > 50

@@ -25,7 +25,7 @@ async def test_a_redelivered_message_is_stored_once_and_its_answer_is_recorded_w
     record = ledger.get(message.dedupe_key)
     assert (record.state, record.reply) == (TurnState.ANSWERED, "Noted.")
     session = services.agent.identify(message).session_id
-    stored = [m["content"] for m in services.conversations.load_messages(session, 10)]
+    stored = [m.text for m in services.conversations.load_messages(session, 10)]
     assert stored == ["my passport number ends in 42", "Noted."]
     assert fake_llm.requests[-1]["messages"][-1]["content"] == "my passport number ends in 42"
     ledger.mark_sent(message.dedupe_key)
