@@ -423,13 +423,13 @@ class DeepDream:
         after = parsed.memory.strip() + "\n"
         diff = unified_diff(before, after)
         version = None
-        if after != before:
-            with self.manager.lock:
+        if after != before:  # a dream that changed nothing writes no diary either
+            with self.manager.lock:  # MEMORY.md and the diary together: a forget comes before both or after both
                 if _window_hash(self.daily_window(scope, day, lookback)) != input_hash:
                     raise MemoryChanged(f"daily memory of scope {scope!r} changed since it was read")
                 version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream", expected=read)
-        if parsed.dream and after != before:  # a dream that changed nothing writes no diary either
-            self._write_diary(scope, day, parsed.dream)
+                if parsed.dream:
+                    self._write_diary(scope, day, parsed.dream)
         with self.manager.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO dream_state (scope, input_hash, dreamed_at) VALUES (?, ?, ?) ON CONFLICT (scope)"
@@ -453,6 +453,6 @@ class DeepDream:
         return None
 
     def _write_diary(self, scope: str, day: date, text: str) -> None:
+        """Append to the day's diary; the caller holds the workspace lock."""
         path = self.manager.workspace.dreams_dir(scope) / f"{day.isoformat()}.md"
-        with self.manager.lock:
-            append_text(path, f"## {self._clock():%H:%M}\n{text.strip()}\n")
+        append_text(path, f"## {self._clock():%H:%M}\n{text.strip()}\n")

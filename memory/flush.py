@@ -138,7 +138,6 @@ class Flusher:
         if written is None:
             log.info("flush job %d: its turns changed while the model answered; summarising again", job.id)
             return None
-        await self._offload(self.store.remember_summary, job, summary, _SUMMARY_KEEP_CHARS)
         await self._offload(self.store.finish_job, job.id)
         return outcome if written else FlushOutcome.ALREADY
 
@@ -146,17 +145,20 @@ class Flusher:
         return strip_scheduled_pairs(self.store.messages_between(job.session_id, job.seq_from, job.seq_to))
 
     def _append_once(self, job: FlushJob, summary: str, summarized: list[Turn]) -> bool | None:
-        """Append the job's block unless it is already there (a re-run after a crash); None, and
-        nothing written, when the turns are no longer those summarised (checked under the lock a
-        forget holds while it deletes)."""
+        """Append the job's block unless it is already there (a re-run after a crash), and keep the
+        summary at the head of the session's context; None, and nothing written, when the turns are
+        no longer those summarised. All under the lock a forget holds while it deletes: a forget
+        comes before the check (the job is summarised again) or after both writes (it removes both)."""
         title = SECTION_TITLES[1] if job.reason == DAILY_REASON else SECTION_TITLES[0]
         target = self.memory.workspace.daily_file(job.scope, job.day)
         marker = _marker(job.id)
         with self.memory.lock:
             if self._messages(job) != summarized:
                 return None
-            if target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"):
-                return False
-            append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
-        self.memory.mark_dirty(job.scope)
-        return True
+            written = not (target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"))
+            if written:
+                append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
+            self.store.remember_summary(job, summary, _SUMMARY_KEEP_CHARS)
+        if written:
+            self.memory.mark_dirty(job.scope)
+        return written

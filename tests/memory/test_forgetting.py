@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 
 import pytest
-from support.forgetting import occurrences, plant
+from support.forgetting import ForgetAt, occurrences, plant
 
-from memory import MemoryManager, Turn
+from memory import DreamSettings, MemoryManager, Turn
 from memory.conversations import ConversationStore
-from memory.dream import MemoryFile
+from memory.dream import DeepDream, MemoryFile
 from memory.flush import Flusher, conversation_text
 from memory.forgetting import Forgetter, NothingToForget
 
@@ -125,3 +125,48 @@ async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) 
     assert ASCII not in daily and "- user: I like tea" in daily
     assert seen == [f"user: my {ASCII} is here\nassistant: ok\nuser: I like tea\nassistant: fine",
                     "user: I like tea\nassistant: fine"]
+
+
+async def test_a_forget_arriving_as_a_flush_keeps_its_summary_takes_that_summary_too(stack) -> None:
+    """The flush's daily block and the summary it keeps in the session are written under one lock:
+    a forget that comes after the block was written finds (and removes) the summary as well."""
+    manager, forgetter = stack
+    store = forgetter.conversations
+    session = store.ensure_session("alice|chat", "alice").id
+    store.append_messages(session, [Turn("user", f"my {ASCII} is here"), Turn("assistant", "ok"),
+                                    Turn("user", "I like tea"), Turn("assistant", "fine")])
+    job = store.trim(session, 5, "trim", "2026-12-01")
+    assert job is not None
+    forget = ForgetAt(forgetter, "alice", ASCII)
+    keep_summary = store.remember_summary
+    store.remember_summary = lambda *args: (forget(), keep_summary(*args))[1]  # type: ignore[method-assign]
+
+    async def summarize(messages: Sequence[Turn]) -> str:
+        return "\n".join(f"- {line}" for line in conversation_text(messages).splitlines())
+
+    await Flusher(store, manager).run_job(job, summarize)
+    forget.join()
+    assert forgetter.find("alice", ASCII).matches == []
+    assert store.get_session(session).summary == "- assistant: ok\n- user: I like tea\n- assistant: fine"
+
+
+async def test_a_forget_arriving_as_a_dream_writes_its_diary_takes_the_diary_line_too(stack) -> None:
+    """Deep Dream writes MEMORY.md and its diary under one lock: a forget that comes while the diary
+    is being written removes the diary's line as well."""
+    manager, forgetter = stack
+    manager.append_daily("alice", f"- the {ASCII} box is in the attic\n- likes green tea")
+    day = manager.workspace.daily_dir("alice")
+    [daily] = day.glob("*.md")
+    dreamer = DeepDream(manager, DreamSettings())
+    forget = ForgetAt(forgetter, "alice", ASCII)
+    write_diary = dreamer._write_diary
+    dreamer._write_diary = lambda *args: (forget(), write_diary(*args))[1]  # type: ignore[method-assign]
+
+    async def complete(messages: Sequence[dict[str, str]]) -> str:
+        return f"[MEMORY]\n- the {ASCII} box is in the attic\n- likes green tea\n[DREAM]\nNoticed the {ASCII} box."
+
+    result = await dreamer.dream("alice", complete, force=True, day=date.fromisoformat(daily.stem))
+    forget.join()
+    assert result.status == "written"
+    assert forgetter.find("alice", ASCII).matches == []
+    assert forgetter.memory_file.read("alice") == b"- likes green tea\n"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
-from memory import MemoryManager, Turn
+from memory import MemoryManager, Turn, WorkspaceLock
 from memory.forgetting import Forgetter
 
 
@@ -48,3 +49,60 @@ def occurrences(root: Path, token: str) -> dict[str, int]:
             if found:
                 counts[str(path.relative_to(root))] = found
     return counts
+
+
+class ForgetAt:
+    """A forget that arrives at a chosen moment of another thread's work.
+
+    Called there (e.g. from a patched method), it starts ``forgetter.forget(scope, text)`` in a thread
+    of its own and returns once that forget has finished, or is waiting for the workspace lock
+    that the caller holds: the forget lands exactly at that point, whatever the scheduler does.
+    """
+
+    def __init__(self, forgetter: Forgetter, scope: str, text: str) -> None:
+        self.forgetter, self.scope, self.text = forgetter, scope, text
+        self.landed = threading.Event()  # finished, or waiting for the lock
+        self._thread = threading.Thread(target=self._forget, name="forget-at")
+        manager = forgetter.memory
+        manager.lock = _SignallingLock(manager.lock, self._thread, self.landed)  # type: ignore[assignment]
+
+    def __call__(self) -> None:
+        if not self._thread.is_alive() and not self.landed.is_set():
+            self._thread.start()
+            self.landed.wait()
+
+    def _forget(self) -> None:
+        try:
+            self.forgetter.forget(self.scope, self.text)
+        finally:
+            self.landed.set()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+class _SignallingLock:
+    """The workspace lock, telling when one thread has to wait for it."""
+
+    def __init__(self, inner: WorkspaceLock, waiter: threading.Thread, waiting: threading.Event) -> None:
+        self.inner, self.waiter, self.waiting = inner, waiter, waiting
+
+    def acquire(self) -> None:
+        if threading.current_thread() is self.waiter and not self.inner.try_acquire(0):
+            self.waiting.set()
+            self.inner.acquire()
+        elif threading.current_thread() is not self.waiter:
+            self.inner.acquire()
+
+    def try_acquire(self, timeout_s: float) -> bool:
+        return self.inner.try_acquire(timeout_s)
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def __enter__(self) -> _SignallingLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
