@@ -334,6 +334,14 @@ def _insert_version(conn: sqlite3.Connection, scope: str, created_at: float, cau
     return int(cursor.lastrowid or 0)
 
 
+def _only_grew(seen: list[tuple[str, str | None]], now: list[tuple[str, str | None]]) -> bool:
+    """Each day of ``now`` still starts with the lines ``seen`` of it: nothing read was removed or changed."""
+    def lines(text: str | None) -> list[str]:
+        return (text or "").splitlines()
+
+    return all(lines(text)[:len(lines(old))] == lines(old) for (_day, old), (_same, text) in zip(seen, now, strict=True))
+
+
 def _window_hash(window: list[tuple[str, str | None]]) -> str:
     return hashlib.sha256(repr(window).encode("utf-8")).hexdigest()
 
@@ -393,7 +401,7 @@ class DeepDream:
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
         try:
-            return await self._offload(self._apply, scope, before, answer, (input_hash, len(window)), day)
+            return await self._offload(self._apply, scope, before, answer, (input_hash, window), day)
         except MemoryChanged:
             log.info("deep dream for %s: its input changed while the model answered; dreaming over the new one", scope)
             return None
@@ -408,10 +416,12 @@ class DeepDream:
         rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))
         return bool(rows) and rows[0][0] == input_hash
 
-    def _apply(self, scope: str, read: bytes, answer: str, window: tuple[str, int], day: date) -> DreamResult:
+    def _apply(self, scope: str, read: bytes, answer: str, window: tuple[str, list[tuple[str, str | None]]],
+               day: date) -> DreamResult:
         """Write the answer when it passes the checks and its input is still what the model read:
-        MEMORY.md (compare-and-swap) and the daily window (a forget may have emptied lines of it)."""
-        input_hash, lookback = window
+        MEMORY.md (compare-and-swap) and the daily window, which may only have grown (notes appended
+        meanwhile are the next dream's; a forget that emptied lines of it makes the answer stale)."""
+        input_hash, seen = window
         before = read.decode("utf-8", "replace")
         parsed = parse_dream_output(answer)
         old_entries = count_entries(before)
@@ -425,7 +435,7 @@ class DeepDream:
         version = None
         if after != before:  # a dream that changed nothing writes no diary either
             with self.manager.lock:  # MEMORY.md and the diary together: a forget comes before both or after both
-                if _window_hash(self.daily_window(scope, day, lookback)) != input_hash:
+                if not _only_grew(seen, self.daily_window(scope, day, len(seen))):
                     raise MemoryChanged(f"daily memory of scope {scope!r} changed since it was read")
                 version = self.memory_file.write(scope, after.encode("utf-8"), "deep dream", expected=read)
                 if parsed.dream:

@@ -232,3 +232,22 @@ def test_versions_from_before_daily_versions_are_memory_md_s(workspace, make_man
     assert [(v.id, v.cause) for v in memory_file.versions("alice")] == [(1, "deep dream")]
     memory_file.revert("alice", 1)
     assert (workspace.memory_file("alice")).read_bytes() == b"- old\n"
+
+
+async def test_notes_appended_while_the_model_answers_do_not_stop_the_dream(workspace, dreamer) -> None:
+    """A busy scope gets notes appended all the time (flushes, another process): the dream's input only
+    grew, so its answer stands; the new notes are the next dream's (a changed or removed line still redoes it)."""
+    write(workspace, "alice", "MEMORY.md", "- likes tea\n")
+    daily = write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n")
+    model = HeldModel("[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nfirst",
+                      "[MEMORY]\n- likes tea\n- has a bike\n- bikes to work\n[DREAM]\nsecond")
+    dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
+    await model.asked.wait()
+    await asyncio.to_thread(dreamer.manager.append_daily, "alice", "- rides it to work", when=datetime(2026, 12, 2, 23, 0))
+    model.release.set()
+    result = await dreaming
+    assert result.status == "written" and len(model.calls) == 1
+    assert workspace.memory_file("alice").read_text() == "- likes tea\n- has a bike\n"
+    assert "- rides it to work" in daily.read_text()
+    again = await dreamer.dream("alice", model, day=DAY)  # the appended note is new input: not a repeat
+    assert again.status == "written" and "rides it to work" in model.calls[1][1]["content"]
