@@ -2,7 +2,8 @@
 
 An export is everything that is the person's own: MEMORY.md, the whole ``memory/`` folder (daily
 files, dream diaries), the recorded versions of MEMORY.md and of the daily files (console edits
-are versioned too), and the conversation messages (through the conversation store's :class:`~memory.conversations.ScopeConversations`). The index, the vectors
+are versioned too), and the conversation messages (through
+:class:`~memory.scope_conversations.ScopeConversations`). The index, the vectors
 and the embedding cache are derived from these, so an import rebuilds them with a sync instead of
 carrying them. The zip's layout and the checks on a zip to import are in :mod:`memory.archive`.
 
@@ -45,10 +46,11 @@ from .archive import (
     json_line,
     version_member,
 )
-from .conversations import ConversationStore, ScopeConversations
+from .conversations import ConversationStore
 from .dream import MemoryFile
 from .files import atomic_file, fsync_dir, make_folders
 from .manager import MemoryManager, ProgressCallback
+from .scope_conversations import ScopeConversations
 from .scopes import DAILY_DIR, MEMORY_FILE, validate_scope
 
 #: A chat's export left unsent this long (the process died mid-send) is deleted by the next one.

@@ -213,7 +213,7 @@ def test_a_failing_export_leaves_no_zip_and_keeps_an_old_one_whole(portability: 
         yield {"chat": "x"}
         raise OSError("disk full")
 
-    monkeypatch.setattr("memory.conversations.ScopeConversations.messages", broken)
+    monkeypatch.setattr("memory.scope_conversations.ScopeConversations.messages", broken)
     with pytest.raises(OSError, match="disk full"):
         portability.export(SCOPE, target)
     assert target.read_bytes() == b"the previous export"
