@@ -1,7 +1,7 @@
 """A scope's conversations as plain records, for an export and its import (:mod:`memory.portability`).
 
 A message record is a turn (``role``, ``text``, ``meta``) with its place (chat, seq) and time; an
-export of format 1 carried the chat API's message object under ``message`` instead, which an import
+export of format 1 or 2 carried the chat API's message object under ``message`` instead, which an import
 still reads.
 """
 
@@ -68,7 +68,7 @@ class ScopeConversations:
                 messages: Iterable[dict[str, Any]]) -> tuple[int, int]:
         """Insert exported records into this scope inside the caller's transaction; returns
         (sessions, messages). A message whose session is not among ``sessions`` is refused. A message
-        of export format 1 (the chat API's JSON under ``message``) is read as a turn."""
+        of export format 1 or 2 (the chat API's JSON under ``message``) is read as a turn."""
         known: set[str] = set()
         for record in sessions:
             conn.execute(
@@ -94,10 +94,10 @@ class ScopeConversations:
 
 
 def _record_turn(record: dict[str, Any]) -> Turn:
-    """An exported message record as a turn (format 2: ``text`` and ``meta``; format 1: ``message``)."""
+    """An exported message record as a turn (format 3: ``text`` and ``meta``; formats 1 and 2: ``message``)."""
     if "message" in record:
         message = record["message"]
         if not isinstance(message, dict):
-            raise ValueError("a format-1 message record needs a JSON object under 'message'")
+            raise ValueError("an old format's message record needs a JSON object under 'message'")
         return turn_from_v1(message)
     return checked_turn(record["role"], record["text"], record.get("meta", {}))

@@ -4,8 +4,8 @@ Memory stores, flushes, forgets and exports turns without knowing any chat API's
 What a caller needs to rebuild its own messages (the bridge's tool-call bookkeeping) travels in
 ``meta`` as plain strings; memory reads those values only as text to search and forget.
 
-Format 1 of the conversation store (and of the export's ``messages.jsonl``) kept each message as
-the chat API's JSON object. :func:`turn_from_v1` reads such an object, so an old ``index.db``
+The conversation store's first format (and export formats 1 and 2, in ``messages.jsonl``) kept each
+message as the chat API's JSON object. :func:`turn_from_v1` reads such an object, so an old ``index.db``
 migrates in place and an old export still imports.
 """
 
