@@ -14,7 +14,9 @@ import pytest
 from fakes.openai_server import FakeOpenAI
 from fakes.slack_server import BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign, slash_command
 from support.bot import make_services
+from support.documents import tiny_pdf
 
+from bridge.media.notes import SUMMARIZE
 from bridge.runtime import Bridge, build_plugins
 from channels.slack import SlackChannel
 
@@ -237,3 +239,25 @@ async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_alic
     assert {path: path.read_bytes() for path in services.workspace.scope_dir(bob).rglob("*") if path.is_file()} == before
     assert services.memory.search("red bike", bob) and not llm.requests
     assert await slash_memory(slack, channel, "forget-me") == "I keep nothing about you."
+
+
+async def test_a_pdf_in_a_dm_is_remembered_and_found_in_that_scope_only(world) -> None:
+    slack, llm, channel, _services = world
+    slack.ims["D0BOB"] = "U0BOB"
+    pdf = slack.host_file(tiny_pdf("On-call rules: the pager rotates every Monday at 10:00", "Escalate after 15 min"),
+                          name="on-call.pdf", mimetype="application/pdf", filetype="pdf")
+    llm.responder = lambda request: ("The team's on-call rules." if request["messages"][0]["content"] == SUMMARIZE
+                                     else None)
+    event = {**dm_event("", "1700000300.000001"), "subtype": "file_share", "files": [pdf]}
+    assert await post_event(channel, event) == 200
+    [saved] = await slack.wait_posted(1)
+    assert (saved["channel"], saved["text"]) == (
+        "D0ALICE", "Saved on-call.pdf to your memory (2 pages, 77 characters). The team's on-call rules.")
+    assert [d.authorization for d in slack.file_host.downloads] == [f"Bearer {BOT_TOKEN}"]
+    for dm_channel, user in (("D0ALICE", "U0ALICE"), ("D0BOB", "U0BOB")):
+        fields = slash_command("/memory", "search pager rotates Monday", channel_id=dm_channel, user_id=user,
+                               response_url=slack.response_url())
+        assert await post_command(channel, fields) == 200
+    alice, bob = await slack.wait_responses(2)
+    assert "the pager rotates every Monday at 10:00" in alice["text"]
+    assert bob["text"] == "Nothing in memory matches “pager rotates Monday”."

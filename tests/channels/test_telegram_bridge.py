@@ -13,15 +13,23 @@ import pytest
 from fakes.openai_server import FakeOpenAI
 from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram
 from support.bot import make_services
+from support.media import echo_summary
 
 from bridge.runtime import Bridge, build_plugins
 from channels.telegram import TelegramChannel
 
 
 @pytest.fixture
-async def world(tmp_path):
+def media_settings() -> dict:
+    """Config overrides of the bot under test; a test that needs others overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+async def world(tmp_path, media_settings):
     async with FakeTelegram() as telegram, FakeOpenAI() as llm:
-        services = make_services(tmp_path / "ws", llm.base_url)
+        speech = {"speech": {"model": "whisper-1", "base_url": llm.base_url}}
+        services = make_services(tmp_path / "ws", llm.base_url, **speech, **media_settings)
         channel = TelegramChannel(token=TOKEN, base_url=telegram.base_url, poll_timeout=1)
         bridge = Bridge(services, [channel], build_plugins(services))
         await bridge.start(timer=False)
@@ -208,3 +216,39 @@ async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_the_
     assert services.memory.search("Lyon", "telegram-502") and not llm.requests
     telegram.push_text(501, 501, "/memory forget-me")
     assert (await telegram.wait_sent(3))[2]["visible"] == "I keep nothing about you."
+
+
+OGG = b"OggS\x00\x02" + bytes(range(256)) * 40
+
+
+async def test_a_voice_note_is_answered_from_its_transcript_and_found_by_memory_search(world) -> None:
+    telegram, llm, services = world
+    llm.audio.transcript("Remember that the plumber comes on Thursday at nine")
+    llm.responder = echo_summary
+    llm.reply("Noted: the plumber comes Thursday at 9.")
+    voice = {**telegram.host_file(OGG), "duration": 4, "mime_type": "audio/ogg"}
+    telegram.push_message(501, 501, {"voice": voice})
+    [answer] = await telegram.wait_sent(1)
+    assert answer["visible"] == "Noted: the plumber comes Thursday at 9."
+    [heard] = llm.audio.requests
+    assert (heard.file_name, heard.content_type, heard.data) == (f"voice-{voice['file_unique_id']}.ogg",
+                                                                 "audio/ogg", OGG)
+    assert [d.status for d in telegram.files.downloads] == [200]
+    telegram.push_text(501, 501, "/clear")
+    await telegram.wait_sent(2)
+    await services.flush_worker.drain()
+    telegram.push_text(501, 501, "/memory search plumber Thursday")
+    found = (await telegram.wait_sent(3))[2]["visible"]
+    assert "[voice note] Remember that the plumber comes on Thursday at nine" in found
+
+
+@pytest.mark.parametrize("media_settings", [{"media": {"max_bytes": 100_000_000}}])
+async def test_a_file_over_what_telegram_hands_a_bot_is_refused_in_the_chat_without_a_download(world) -> None:
+    telegram, llm, _services = world
+    document = {**telegram.host_file(b"never sent", size=25_000_000), "file_name": "talk.pdf",
+                "mime_type": "application/pdf"}
+    telegram.push_message(501, 501, {"document": document, "caption": "keep this"})
+    [refusal] = await telegram.wait_sent(1)
+    assert refusal["visible"] == "talk.pdf is 25.0 MB, over the 20 MB limit, so it was not read."
+    assert telegram.files.downloads == [] and not any(m.lower() == "getfile" for m, _ in telegram.calls)
+    assert llm.requests == []
