@@ -10,7 +10,7 @@ import pytest
 from support.forgetting import ForgetAt, occurrences, plant
 
 from memory import DreamSettings, MemoryManager, Turn
-from memory.conversations import ConversationStore
+from memory.conversations import ConversationStore, FlushJob
 from memory.dream import DeepDream, MemoryFile
 from memory.flush import Flusher, conversation_text
 from memory.forgetting import Forgetter, NothingToForget
@@ -99,14 +99,20 @@ def test_a_blank_text_is_refused(stack) -> None:
         forgetter.find("alice", "  ")
 
 
-async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) -> None:
-    manager, forgetter = stack
-    store = forgetter.conversations
+def _trim_a_chat_holding_the_secret(store: ConversationStore) -> FlushJob:
+    """Alice's chat: two exchanges, the first holding ASCII, both trimmed into one flush job for 2026-12-01."""
     session = store.ensure_session("alice|chat", "alice").id
     store.append_messages(session, [Turn("user", f"my {ASCII} is here"), Turn("assistant", "ok"),
                                     Turn("user", "I like tea"), Turn("assistant", "fine")])
     job = store.trim(session, 5, "trim", "2026-12-01")
     assert job is not None
+    return job
+
+
+async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) -> None:
+    manager, forgetter = stack
+    store = forgetter.conversations
+    job = _trim_a_chat_holding_the_secret(store)
     asked, release, seen = asyncio.Event(), asyncio.Event(), []
 
     async def summarize(messages: Sequence[Turn]) -> str:
@@ -132,11 +138,7 @@ async def test_a_forget_arriving_as_a_flush_keeps_its_summary_takes_that_summary
     a forget that comes after the block was written finds (and removes) the summary as well."""
     manager, forgetter = stack
     store = forgetter.conversations
-    session = store.ensure_session("alice|chat", "alice").id
-    store.append_messages(session, [Turn("user", f"my {ASCII} is here"), Turn("assistant", "ok"),
-                                    Turn("user", "I like tea"), Turn("assistant", "fine")])
-    job = store.trim(session, 5, "trim", "2026-12-01")
-    assert job is not None
+    job = _trim_a_chat_holding_the_secret(store)
     forget = ForgetAt(forgetter, "alice", ASCII)
     keep_summary = store.remember_summary
     store.remember_summary = lambda *args: (forget(), keep_summary(*args))[1]  # type: ignore[method-assign]
@@ -147,7 +149,7 @@ async def test_a_forget_arriving_as_a_flush_keeps_its_summary_takes_that_summary
     await Flusher(store, manager).run_job(job, summarize)
     forget.join()
     assert forgetter.find("alice", ASCII).matches == []
-    assert store.get_session(session).summary == "- assistant: ok\n- user: I like tea\n- assistant: fine"
+    assert store.get_session(job.session_id).summary == "- assistant: ok\n- user: I like tea\n- assistant: fine"
 
 
 async def test_a_forget_arriving_as_a_dream_writes_its_diary_takes_the_diary_line_too(stack) -> None:
