@@ -254,10 +254,12 @@ async def test_a_pdf_in_a_dm_is_remembered_and_found_in_that_scope_only(world) -
     assert (saved["channel"], saved["text"]) == (
         "D0ALICE", "Saved on-call.pdf to your memory (2 pages, 77 characters). The team's on-call rules.")
     assert [d.authorization for d in slack.file_host.downloads] == [f"Bearer {BOT_TOKEN}"]
-    for dm_channel, user in (("D0ALICE", "U0ALICE"), ("D0BOB", "U0BOB")):
+    urls = {"alice": slack.response_url(), "bob": slack.response_url()}
+    for dm_channel, user, url in (("D0ALICE", "U0ALICE", urls["alice"]), ("D0BOB", "U0BOB", urls["bob"])):
         fields = slash_command("/memory", "search pager rotates Monday", channel_id=dm_channel, user_id=user,
-                               response_url=slack.response_url())
+                               response_url=url)
         assert await post_command(channel, fields) == 200
-    alice, bob = await slack.wait_responses(2)
+    alice = await slack.wait_response_to(urls["alice"])
+    bob = await slack.wait_response_to(urls["bob"])
     assert "the pager rotates every Monday at 10:00" in alice["text"]
     assert bob["text"] == "Nothing in memory matches “pager rotates Monday”."

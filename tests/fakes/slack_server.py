@@ -225,6 +225,14 @@ class FakeSlack:
         await self._wait_for(lambda: len(self.responses) >= n, timeout, f"{n} response_url posts")
         return self.responses
 
+    async def wait_response_to(self, url: str, timeout: float = HANG_GUARD_S) -> dict[str, Any]:
+        """Wait for the post to one ``response_url``: slash commands of different chats run
+        concurrently, so their responses arrive in any order."""
+        token = url.rsplit("/", 1)[-1]
+        await self._wait_for(lambda: any(r["url_token"] == token for r in self.responses), timeout,
+                             f"a response to {url}")
+        return next(r for r in self.responses if r["url_token"] == token)
+
     async def wait_files(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """Wait until at least ``n`` uploaded files were shared; return them all."""
         await self._wait_for(lambda: len(self.files) >= n, timeout, f"{n} shared files")
