@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import ROOT, membridge
+from support.ports import free_port
 
 
 async def test_add_then_search_as_json(config_file) -> None:
@@ -294,12 +295,6 @@ async def test_a_dream_or_revert_that_changes_nothing_writes_nothing(config_file
 
 
 # ------------------------------------------------------------------ run: what it says
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _status_lines(stderr: str) -> list[str]:
@@ -314,7 +309,7 @@ async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file,
     from fakes.slack_server import BOT_TOKEN, FakeSlack
     from fakes.telegram_server import TOKEN, FakeTelegram
 
-    port, slack_port = _free_port(), _free_port()
+    port, slack_port = free_port(), free_port()
     async with FakeTelegram() as telegram, FakeSlack() as slack:
         config = config_file(
             channels={"terminal": {"user": "alice"},

@@ -9,7 +9,6 @@ Every wait is bounded, so a regression fails instead of hanging.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram, parse_markdown_v2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.ports import free_port
 from telegram import Update
 from telegram.error import InvalidToken
 
@@ -62,12 +62,6 @@ async def eventually(predicate: Callable[[], bool], what: str, timeout: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(0.01)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from fakes import HANG_GUARD_S
 from support.bot import make_services
+from support.ports import free_port
 
 from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
@@ -536,14 +537,10 @@ async def test_knowledge_graph(client: TestClient) -> None:
 
 
 # ------------------------------------------------------------ serve, CLI
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_serve_runs_until_cancelled(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={**TOKENS, "port": port})
     started: asyncio.Queue[str] = asyncio.Queue()
     task = asyncio.create_task(serve(services, on_started=started.put_nowait))
@@ -562,7 +559,7 @@ async def test_serve_runs_until_cancelled(tmp_path: Path) -> None:
 
 
 async def test_start_in_background_serves_beside_the_bot(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={**TOKENS, "port": port,
                                                                                "enabled": True})
     task = await start_in_background(services)
@@ -628,7 +625,7 @@ async def test_cli_console_refuses_without_a_token(tmp_path: Path) -> None:
 
 
 async def test_cli_console_prints_the_url_without_the_token(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     config = _config(tmp_path, {**TOKENS, "port": port})
     process = await _membridge("--config", str(config), "console")
     assert process.stderr is not None

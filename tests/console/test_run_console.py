@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
 from support.bot import make_services
 from support.channel import RecordingChannel
+from support.ports import free_port
 
 from bridge.console import ConsoleError
 from bridge.runtime import Bridge, build_plugins
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def test_run_serves_the_console_and_stops_it(tmp_path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from fakes.openai_server import FakeOpenAI
 from fakes.slack_server import BOT_TOKEN, TEAM_ID, FakeSlack, event_callback, sign
 from support.cluster import Role, cluster_config, wait_all
-from support.redis_server import free_port
+from support.ports import free_port
 
 pytestmark = pytest.mark.slow
 SECRET = "cluster-secret"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes.telegram_server import TOKEN, FakeTelegram
 from support.cluster import Role, cluster_config, wait_all
-from support.redis_server import free_port
+from support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
