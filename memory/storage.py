@@ -30,29 +30,50 @@ log = logging.getLogger(__name__)
 
 
 class Database:
-    """One SQLite connection in WAL mode, shared by threads behind a lock.
+    """One SQLite file in WAL mode: a writer connection behind a lock, and reader connections.
 
-    The bot calls memory from worker threads (``asyncio.to_thread``); one guarded connection keeps
-    transactions simple and is plenty for a single process. Other processes coordinate through
-    SQLite's own locking (``busy_timeout``) and the workspace lock.
+    The bot calls memory from worker threads. Writes go one at a time through the writer
+    (``transaction``, under ``lock``). Reads never wait for that lock: in WAL mode a reader sees
+    the last commit while a write is open, so a search or a turn's context is not held up while a
+    write waits (up to ``busy_timeout``) for another process's lock. A thread inside a transaction
+    or a :meth:`read` snapshot reads through that connection, and so sees its own writes. Reader
+    connections are made on demand and reused: there are never more than threads reading at once.
+    Other processes coordinate through SQLite's own locking and the workspace lock.
     """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
+        self.conn = self._connect()
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA busy_timeout=30000")
         self.conn.execute("PRAGMA foreign_keys=ON")
         # deleted rows are overwritten with zeros, not left in free space: forgetting is for real
         self.conn.execute("PRAGMA secure_delete=ON")
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._local = threading.local()  # .conn: the connection this thread is inside, if any
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    @contextmanager
+    def _inside(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        outer = getattr(self._local, "conn", None)
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = outer
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """An immediate (write-locking) transaction: committed on success, rolled back on error."""
-        with self.lock:
+        with self.lock, self._inside(self.conn):
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
@@ -61,11 +82,54 @@ class Database:
                 raise
             self.conn.execute("COMMIT")
 
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One snapshot for every read inside (``query`` included); inside a transaction or an
+        outer snapshot of this thread, that one."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self._reader() as conn, self._inside(conn):
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
     def query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        with self.lock:
-            cursor = self.conn.execute(sql, params)
-            cursor.row_factory = sqlite3.Row
-            return cursor.fetchall()
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            return self._fetch(current, sql, params)
+        with self._reader() as conn:
+            return self._fetch(conn, sql, params)
+
+    @staticmethod
+    def _fetch(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> list[sqlite3.Row]:
+        cursor = conn.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return cursor.fetchall()
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A reader connection of this thread's own until the block ends."""
+        with self._readers_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError(f"{self.path}: the database is closed")
+            if self._idle_readers:
+                conn = self._idle_readers.pop()
+            else:
+                conn = self._connect()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # a read that failed inside its snapshot
+                conn.execute("ROLLBACK")
+            with self._readers_lock:
+                if self._closed:  # closed while this thread read: its connection is closed here, by its user
+                    conn.close()
+                else:
+                    self._idle_readers.append(conn)
 
     def execute_script(self, script: str) -> None:
         with self.lock:
@@ -84,6 +148,13 @@ class Database:
             raise sqlite3.OperationalError(f"{self.path}: another connection kept the WAL busy; the checkpoint is retried")
 
     def close(self) -> None:
+        """Close every connection; a reader in use is closed by its thread when its read ends
+        (closing a connection under a running statement would crash the process)."""
+        with self._readers_lock:
+            self._closed = True
+            for conn in self._idle_readers:
+                conn.close()
+            self._idle_readers.clear()
         with self.lock:
             self.conn.close()
 
@@ -578,7 +649,7 @@ class IndexStorage:
         reads would move a chunk from the queue into the index unseen by either.
         """
         scope_marks = ",".join("?" * len(scopes))
-        with self._read_snapshot():
+        with self.db.read():
             rows = self.db.query(
                 f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
                 f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
@@ -592,23 +663,6 @@ class IndexStorage:
                 queued = self._search_like(terms, scopes, limit, queued_only=True)
                 hits = sorted(hits + [hit for hit in queued if hit.chunk.id not in seen], key=lambda h: -h.score)[:limit]
         return hits
-
-    @contextmanager
-    def _read_snapshot(self) -> Iterator[None]:
-        """The reads inside see one snapshot: a deferred transaction on the shared connection,
-        under its lock (this process's writers wait; in WAL mode other processes' commit, unseen).
-        Inside a transaction already open on the connection, that one is the snapshot."""
-        with self.db.lock:
-            conn = self.db.conn
-            if conn.in_transaction:
-                yield
-                return
-            conn.execute("BEGIN")
-            try:
-                yield
-            finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
 
     def _search_like(
         self, terms: Sequence[str], scopes: Sequence[str], limit: int, *, queued_only: bool = False
@@ -768,16 +822,11 @@ class IndexStorage:
         """
         import numpy as np
 
-        with self.db.lock:
-            conn = self.db.conn
-            conn.execute("BEGIN")
-            try:
-                row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
-                wanted = conn.execute(
-                    "SELECT id, text_hash FROM chunks WHERE scope = ? AND vec_model = ?", (scope, model)).fetchall()
-                blobs = self._vector_blobs(conn, model, wanted)
-            finally:
-                conn.execute("COMMIT")
+        with self.db.read() as conn:
+            row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
+            wanted = conn.execute(
+                "SELECT id, text_hash FROM chunks WHERE scope = ? AND vec_model = ?", (scope, model)).fetchall()
+            blobs = self._vector_blobs(conn, model, wanted)
         generation = int(row[0]) if row else 0
         found = [(cid, blobs[h]) for cid, h in wanted if h in blobs]
         if not found:

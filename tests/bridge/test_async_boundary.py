@@ -5,15 +5,15 @@ loop keeps answering. Turns and the nightly timer wait for the lock in worker th
 The locker is a real second process holding ``BEGIN IMMEDIATE`` on the workspace's index.db; it
 says when it holds the lock and lets go only when the test, on the loop, tells it to. The loop is
 watched two ways: a heartbeat task must keep beating while a turn and the timer wait for the lock
-(a blocked loop could never tell the locker to let go), and asyncio's debug mode must report no
-callback slower than 100 ms. (The heartbeat's largest gap is not asserted: on a busy machine the
-operating system alone can pause the process that long.)
+(a blocked loop could never tell the locker to let go), no callback may compute on the loop for
+more than 100 ms, and our code may not touch SQLite, the workspace lock or a file on the loop's
+thread at all (tests/support/loop_clock.py). Neither check reads the wall clock: on a busy machine
+the operating system alone can pause the process for longer than that.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from datetime import date, datetime
 
@@ -21,6 +21,8 @@ import pytest
 from fakes import HANG_GUARD_S
 from support.bot import dm, make_services
 from support.channel import RecordingChannel
+from support.loop_clock import LoopClock, LoopIO
+from support.sqlite_locker import SCRIPT as LOCKER_SCRIPT
 
 from bridge import offload
 from bridge.runtime import Bridge
@@ -29,15 +31,7 @@ from memory import DreamSettings
 from plugins import PluginRegistry
 from plugins.builtin.commands import CommandsPlugin
 
-LOCKER = """
-import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("COMMIT")
-"""
-MAX_GAP_S = 0.1
+MAX_CPU_S = 0.1
 BEATS = 50  # heartbeats watched while the lock is held (each ~10 ms)
 
 
@@ -57,7 +51,7 @@ class Heartbeat:
 
 
 async def test_the_loop_keeps_answering_while_another_process_holds_the_write_lock(
-        tmp_path, fake_llm, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path, fake_llm, monkeypatch: pytest.MonkeyPatch) -> None:
     services = make_services(tmp_path / "ws", fake_llm.base_url)
     channel = RecordingChannel()
     bridge = Bridge(services, [channel], PluginRegistry([CommandsPlugin(None)]))
@@ -78,16 +72,15 @@ async def test_the_loop_keeps_answering_while_another_process_holds_the_write_lo
                        get_last_run=services.timer._get_last_run, set_last_run=set_last_run,
                        clock=lambda: datetime(2026, 12, 4, 9, 0))
     locker = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", LOCKER, str(services.workspace.db_path),
+        sys.executable, "-c", LOCKER_SCRIPT, str(services.workspace.db_path),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert locker.stdin is not None and locker.stdout is not None
     heart = Heartbeat()
     beating: asyncio.Task[None] | None = None
     try:
         assert await asyncio.wait_for(locker.stdout.readline(), HANG_GUARD_S) == b"locked\n"
-        loop.set_debug(True)
-        loop.slow_callback_duration = MAX_GAP_S
-        with caplog.at_level(logging.WARNING, logger="asyncio"):
+        on_loop = LoopIO(monkeypatch)
+        with LoopClock(MAX_CPU_S) as clock:
             ticking = asyncio.create_task(night.tick())  # the timer records the night it ran…
             await asyncio.wait_for(writing.wait(), HANG_GUARD_S)
             beating = asyncio.create_task(heart.run())  # …and the loop beats on while that write waits
@@ -98,7 +91,7 @@ async def test_the_loop_keeps_answering_while_another_process_holds_the_write_lo
             await locker.stdin.drain()
             await asyncio.wait_for(ticking, HANG_GUARD_S)
             await channel.wait_sent(2)  # …and finish once it is free
-        loop.set_debug(False)
+        touched = dict(on_loop.touches)
     finally:
         if beating is not None:
             beating.cancel()
@@ -107,7 +100,8 @@ async def test_the_loop_keeps_answering_while_another_process_holds_the_write_lo
         await locker.wait()
         await bridge.shutdown()
     assert channel.texts("2") == ["ok"] and written == [date(2026, 12, 4)]
-    assert not [r for r in caplog.records if r.name == "asyncio" and "Executing" in r.getMessage()]
+    assert clock.blocked == [], "callbacks computed on the loop for too long:\n" + "\n".join(clock.blocked)
+    assert touched == {}, "SQLite, the workspace lock or a file was used on the loop"
 
 
 async def _no_job(day: date, lookback_days: int) -> None:

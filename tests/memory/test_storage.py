@@ -1,11 +1,16 @@
-"""IndexStorage on real SQLite: the unscoped word query for big scopes, generations, scope vectors."""
+"""IndexStorage on real SQLite: the unscoped word query for big scopes, generations, scope vectors,
+reads beside a waiting write."""
 
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from fakes import HANG_GUARD_S
+from support.sqlite_locker import write_lock_held
 
 from memory import chunk_text
 from memory import storage as storage_module
@@ -143,3 +148,27 @@ def test_a_change_across_many_files_adds_at_most_two_segments_to_each_keyword_in
     after = {table: segments(storage, table) for table in before}
     assert after["chunks_fts"] - before["chunks_fts"] <= 2 and after["chunks_tri"] - before["chunks_tri"] <= 1
     assert storage.check_fts()
+
+
+def test_reads_go_on_while_a_write_waits_for_another_process(storage) -> None:
+    """A write waiting (up to busy_timeout) for another process's lock holds this process's writer,
+    not its readers: a search and a count answer from the last commit meanwhile."""
+    entering = threading.Event()
+    storage.db.conn.set_trace_callback(lambda sql: entering.set() if sql == "BEGIN IMMEDIATE" else None)
+    text = "alicesecret again\n"
+    record = FileRecord("alice", "memory/2026-12-01.md", text_hash(text), 0.0, len(text))
+    before, hits_before = storage.count_chunks("alice"), len(storage.search_keyword("alicesecret", ["alice"], 10))
+
+    def add_a_file() -> None:
+        with storage.write() as conn:
+            storage.replace_file(conn, record, chunk_text(text, scope="alice", path=record.path))
+
+    with write_lock_held(storage.db.path) as release, ThreadPoolExecutor(1) as pool:
+        writing = pool.submit(add_a_file)
+        assert entering.wait(HANG_GUARD_S)  # the writer holds its lock and waits for the other process's
+        found = storage.search_keyword("alicesecret", ["alice"], 10)
+        assert storage.count_chunks("alice") == before and not writing.done()
+        release()
+        writing.result(HANG_GUARD_S)
+    assert (len(found), hits_before) == (4, 4) and storage.count_chunks("alice") == before + 1
+    assert len(storage.search_keyword("alicesecret", ["alice"], 10)) == 5

@@ -125,7 +125,7 @@ class LoopIO:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.touches: Counter[str] = Counter()
         self._loop_thread = threading.get_ident()
-        for owner, names in ((Database, ("transaction", "query", "execute_script")),
+        for owner, names in ((Database, ("transaction", "read", "query", "execute_script")),
                              (WorkspaceLock, ("acquire", "try_acquire"))):
             for name in names:
                 monkeypatch.setattr(owner, name, self._watched(f"{owner.__name__}.{name}", getattr(owner, name)))
