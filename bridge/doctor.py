@@ -53,7 +53,7 @@ def _sqlite(services: Services) -> str:
 def _sizes(services: Services) -> str:
     """What the nightly garbage collection bounds: cached vectors, MEMORY.md versions, flush jobs."""
     services.workspace.ensure()
-    vectors = services.memory.db.query("SELECT count(*) FROM embed_cache")[0][0]
+    vectors = services.memory.count_cached_vectors()
     versions = services.dreamer.memory_file.version_count()
     jobs = services.conversations.job_counts()
     by_status = ", ".join(f"{jobs.get(status, 0)} {status}" for status in ("pending", "done", "failed"))
@@ -62,15 +62,11 @@ def _sizes(services: Services) -> str:
 
 def _workspace(services: Services) -> str:
     services.workspace.ensure()
-    storage = services.memory.storage
-    queued = storage.trigram_queue()  # the check below fills the substring index first
-    ok = storage.check_fts()
-    if not ok:
-        storage.rebuild_fts()
+    check = services.memory.check_index()
+    if check.rebuilt:
         return f"{services.workspace.root}: keyword index was damaged and has been rebuilt"
-    chunks = storage.count_chunks()
-    filled = f"; {queued} queued for the substring index, added now" if queued else ""
-    return f"{services.workspace.root}: {chunks} chunks indexed, keyword index intact{filled}"
+    filled = f"; {check.caught_up} queued for the substring index, added now" if check.caught_up else ""
+    return f"{services.workspace.root}: {check.chunks} chunks indexed, keyword index intact{filled}"
 
 
 def _lancedb_installed() -> str:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .keyword import count_cjk
     from .knowledge import KnowledgeError, KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .locks import WorkspaceLock, WorkspaceLockTimeout
-    from .manager import MemoryManager, MemoryPathError, SyncReport
+    from .manager import IndexCheck, MemoryManager, MemoryPathError, SyncReport
     from .portability import Portability, PortabilityError, TransferReport
     from .retrieval.result import SearchResult
     from .scopes import (
@@ -85,6 +85,7 @@ _HOMES = {
     "KnowledgeService": "knowledge",
     "WorkspaceLock": "locks",
     "WorkspaceLockTimeout": "locks",
+    "IndexCheck": "manager",
     "MemoryManager": "manager",
     "MemoryPathError": "manager",
     "SyncReport": "manager",
@@ -126,6 +127,7 @@ __all__ = [
     "Flusher",
     "Forgetter",
     "HashEmbedding",
+    "IndexCheck",
     "KnowledgeError",
     "KnowledgeNotFound",
     "KnowledgePage",

@@ -84,6 +84,15 @@ class SyncReport:
         return self.error is None
 
 
+@dataclass(frozen=True)
+class IndexCheck:
+    """What :meth:`MemoryManager.check_index` found."""
+
+    chunks: int  # chunks indexed, all scopes
+    caught_up: int  # chunks the substring index was still missing and took in before the check
+    rebuilt: bool  # the keyword indexes disagreed with the chunks and were rebuilt from them
+
+
 @dataclass
 class _DiskFile:
     scope: str
@@ -255,28 +264,34 @@ class MemoryManager:
         New texts are embedded without holding the workspace lock (the local model needs minutes
         for a large workspace, and the bot's writes must not wait even seconds); then, under the
         lock, the files are scanned again and written, the embedding cache answering all that was
-        embedded meanwhile.
+        embedded meanwhile. A sync with nothing to embed scans once and writes in the same hold.
         """
         if scope is not None and scope != KNOWLEDGE_SCOPE:
             validate_scope(scope)
         started = time.perf_counter()
         report = SyncReport()
-        needed, ahead = self._prepare(scope, report, progress)
+        with self.lock:
+            needed, ahead = self._prepare(scope, report, progress)
         if ahead:
             self._embed(ahead, report, progress)
-        if report.ok:
-            with self.lock:
-                self._commit(scope, report, progress)
+            if report.ok:
+                with self.lock:
+                    self._commit(scope, report, progress)
         self._finish(report, needed, ahead, started)
         return report
 
     def _prepare(
         self, scope: str | None, report: SyncReport, progress: ProgressCallback | None
     ) -> tuple[dict[str, str], dict[str, str]]:
-        """Pass 1 without the lock (it only reads): (the texts needing vectors, those not cached)."""
-        plan, _covered = self._scan(scope, report, progress)
+        """Pass 1, under the lock: scan, and when every text that needs a vector has one cached,
+        index at once. Returns (the texts needing vectors, those not cached); when some are not,
+        nothing was written: they are embedded outside the lock, then :meth:`_commit` indexes."""
+        plan, covered = self._scan(scope, report, progress)
         needed = self._texts_needing_vectors(plan)
-        return needed, self._uncached(needed)
+        ahead = self._uncached(needed)
+        if not ahead:
+            self._index(plan, needed, covered, scope, report, progress)
+        return needed, ahead
 
     def _commit(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> None:
         """Under the lock: scan again (another writer may have changed files since pass 1) and
@@ -582,22 +597,32 @@ class MemoryManager:
             return
         started = time.perf_counter()
         report = SyncReport()
-        needed, ahead = self._prepare(scope, report, None)
+        if not self._try_lock(scope):
+            return
+        try:
+            needed, ahead = self._prepare(scope, report, None)
+        finally:
+            self.lock.release()
         if len(ahead) > _INLINE_EMBED_TEXTS:
             self._sync_in_background(scope, len(ahead))
             return
         if ahead:
             self._embed(ahead, report, None)
-        if report.ok and self.lock.try_acquire(_AUTO_SYNC_WAIT_S):
-            try:
-                self._commit(scope, report, None)
-            finally:
-                self.lock.release()
-        elif report.ok:
-            log.info("another writer holds the workspace; searching %s on the index as it is", scope)
+            if report.ok and self._try_lock(scope):
+                try:
+                    self._commit(scope, report, None)
+                finally:
+                    self.lock.release()
         self._finish(report, needed, ahead, started)
         if not report.ok:
             log.warning("search proceeds on the old index: %s", report.error)
+
+    def _try_lock(self, scope: str) -> bool:
+        """The workspace lock for a search's sync, if another writer lets go of it within 2 s."""
+        if self.lock.try_acquire(_AUTO_SYNC_WAIT_S):
+            return True
+        log.info("another writer holds the workspace; searching %s on the index as it is", scope)
+        return False
 
     def _sync_in_background(self, scope: str, texts: int) -> None:
         """One background sync at a time for the searches that found too much to embed inline."""
@@ -688,6 +713,20 @@ class MemoryManager:
         """Store ``key`` = ``value`` in a transaction of its own."""
         with self.db.transaction() as conn:
             self.storage.set_meta(conn, key, value)
+
+    def check_index(self) -> IndexCheck:
+        """Check both keyword indexes against the chunks (the truth) and rebuild them from the
+        chunks if they disagree. The substring index takes in its queue first: the check compares
+        every chunk."""
+        caught_up = self.storage.trigram_queue()
+        rebuilt = not self.storage.check_fts()
+        if rebuilt:
+            self.storage.rebuild_fts()
+        return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt)
+
+    def count_cached_vectors(self) -> int:
+        """How many vectors the embedding cache holds (the nightly collection bounds it)."""
+        return self.storage.count_cached_vectors()
 
     def collect_embed_cache(self, grace_days: float) -> tuple[int, int]:
         """Delete cached vectors no chunk uses, unused for ``grace_days``: (deleted, kept)."""

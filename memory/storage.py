@@ -759,6 +759,10 @@ class IndexStorage:
         conn.executemany("DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", doomed)
         return deleted
 
+    def count_cached_vectors(self) -> int:
+        """How many vectors the embedding cache holds, for every model."""
+        return int(self.db.query("SELECT count(*) FROM embed_cache")[0][0])
+
     def collect_embed_cache(self, grace_days: float, now: float | None = None) -> tuple[int, int]:
         """Delete cached vectors that no chunk uses and that have been unused for ``grace_days``;
         returns (rows deleted, rows left).

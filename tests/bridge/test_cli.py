@@ -136,6 +136,23 @@ async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path
         assert db.execute("SELECT count(*) FROM tri_pending").fetchone() == (0,)
 
 
+async def test_doctor_rebuilds_a_damaged_keyword_index(config_file, tmp_path) -> None:
+    from memory import MemoryManager, MemorySettings, Workspace
+
+    memory_md = tmp_path / "ws" / "scopes" / "terminal-alice" / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True)
+    memory_md.write_text("- the parrot says hello\n")
+    manager = MemoryManager(Workspace(tmp_path / "ws"), MemorySettings(), embedder=None)
+    manager.sync()
+    manager.close()
+    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:  # the segments go; the structure record (10) stays
+        db.execute("DELETE FROM chunks_fts_data WHERE id > 10")
+    _code, out, _ = await membridge(config_file(), "doctor", "--offline")
+    assert f"ok    workspace: {tmp_path / 'ws'}: keyword index was damaged and has been rebuilt" in out
+    _code, out, _ = await membridge(config_file(), "memory", "search", "parrot")
+    assert "the parrot says hello" in out
+
+
 async def test_knowledge_commands(config_file, tmp_path) -> None:
     config = config_file()
     code, out, err = await membridge(config, "knowledge", "add", "tech/deploy", "# Deploy\nSee [[tech/docker]].")

@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from support.files import write
 
-from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding, MemoryManager, MemoryPathError, ScopeError
+from memory import (
+    KNOWLEDGE_SCOPE,
+    EmbeddingError,
+    HashEmbedding,
+    IndexCheck,
+    MemoryManager,
+    MemoryPathError,
+    ScopeError,
+)
 
 
 def paths(results: list) -> list[tuple[str, int]]:
@@ -304,12 +312,12 @@ def test_a_corrupt_fts_index_is_rebuilt_from_chunks(workspace, make_manager) -> 
     write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n")
     manager = make_manager(embedder=None)
     manager.sync()
+    manager.finish_indexing()  # the substring queue, empty before the check (not by a background thread)
     with manager.db.lock:
         manager.db.conn.execute("DELETE FROM chunks_tri_data WHERE id > 1")
         manager.db.conn.execute("DELETE FROM chunks_fts_data WHERE id > 1")
-    assert not manager.storage.check_fts()
-    manager.storage.rebuild_fts()
-    assert manager.storage.check_fts()
+    assert manager.check_index() == IndexCheck(chunks=1, caught_up=0, rebuilt=True)
+    assert manager.check_index() == IndexCheck(chunks=1, caught_up=0, rebuilt=False)
     assert paths(manager.search("parrot", "alice")) == [("MEMORY.md", 1)]
 
 
@@ -526,3 +534,25 @@ def test_a_long_embedding_does_not_hold_the_workspace_lock(workspace, make_manag
     # the rescan under the lock found the file written meanwhile: one more call, 26 vectors
     assert (report.embed_calls, report.files_changed, report.vectors_written) == (6, 26, 26)
     assert "written meanwhile" in " ".join(r.text for r in syncing.search("written meanwhile", "alice"))
+
+
+def test_a_sync_with_nothing_to_embed_reads_the_disk_once(workspace, make_manager, monkeypatch) -> None:
+    """A scan outside the lock, then a rescan under it, is only worth it when texts must be
+    embedded in between; otherwise one scan under the lock does (a no-change sync of 1,000 files
+    cost twice its time with two)."""
+    write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n")
+    write(workspace, "alice", "memory/2026-11-30.md", "- the kiosk was redeployed\n")
+    manager = make_manager()
+    manager.sync()  # embeds both texts: scanned, embedded outside the lock, scanned again
+    stats: list[str] = []
+    read = MemoryManager._disk_file
+    monkeypatch.setattr(MemoryManager, "_disk_file",
+                        staticmethod(lambda scope, path, absolute: (stats.append(path), read(scope, path, absolute))[1]))
+    write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n- a new line\n")
+    report = manager.sync()
+    assert report.files_changed == 1 and report.embed_calls == 1 and sorted(stats) == [
+        "MEMORY.md", "MEMORY.md", "memory/2026-11-30.md", "memory/2026-11-30.md"]
+    stats.clear()
+    assert manager.sync().files_changed == 0
+    assert sorted(stats) == ["MEMORY.md", "memory/2026-11-30.md"]
+    assert paths(manager.search("new line", "alice")) == [("MEMORY.md", 1)]
