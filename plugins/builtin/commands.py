@@ -7,6 +7,7 @@ which the bridge decided; ``/memory revert`` and knowledge edits are for admins 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import date, datetime
@@ -149,7 +150,7 @@ class CommandsPlugin(Plugin):
         host: CommandHost = ctx.host
         result = await host.dream(ctx.scope, days=days, force=True)
         if result.diff:
-            return f"{result.reason}\n```diff\n{result.diff.rstrip()}\n```"
+            return f"{result.reason}\n{_code_block(result.diff, 'diff')}"
         return result.reason
 
     async def _history(self, ctx: EventContext, arg: str) -> str:
@@ -174,7 +175,7 @@ class CommandsPlugin(Plugin):
             new_version, diff = await host.run_blocking(host.dreamer.memory_file.revert, ctx.scope, version)
         except KeyError as exc:
             return str(exc.args[0])
-        return f"MEMORY.md restored (now v{new_version}).\n```diff\n{diff.rstrip()}\n```" if diff else \
+        return f"MEMORY.md restored (now v{new_version}).\n{_code_block(diff, 'diff')}" if diff else \
             f"MEMORY.md restored (now v{new_version}); the content was already the same."
 
     async def _forget(self, ctx: EventContext, arg: str) -> str:
@@ -186,7 +187,7 @@ class CommandsPlugin(Plugin):
         found = await host.run_blocking(host.forgetter.find, ctx.scope, arg)
         if not found.matches:
             return f"Nothing I remember here contains “{arg}”."
-        return (f"“{arg}” is in:\n{found.listing(FORGET_LISTING, 80)}\n"
+        return (f"“{arg}” is in:\n{_code_block(found.listing(FORGET_LISTING, 80))}\n"
                 f"Send /memory forget! {arg} to forget all of it for good (it cannot be undone).")
 
     async def _forget_now(self, ctx: EventContext, arg: str) -> str:
@@ -263,6 +264,14 @@ def _forget_refusal(ctx: EventContext, arg: str) -> str | None:
     if ctx.message.chat_type != "direct" and not ctx.is_admin:
         return "Sorry, in a group only an admin can make me forget things."
     return None
+
+
+def _code_block(text: str, info: str = "") -> str:
+    """``text`` as a fenced block, shown as written: indents kept, no markup in remembered text
+    taken for formatting. The fence is longer than any run of backticks inside (CommonMark)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text.rstrip()}\n{fence}"
 
 
 def _quote(text: str, limit: int = 300) -> str:

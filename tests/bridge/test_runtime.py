@@ -131,15 +131,31 @@ async def test_memory_commands_show_search_forget_clear_and_usage(bot, fake_llm)
     assert show == "MEMORY.md:\n- likes tea\n- lives in Porto"
     assert search.startswith("1. MEMORY.md:1") and "> - lives in Porto" in search
     assert listing.splitlines() == [
-        "“porto” is in:", "memory files: 1; file versions: 1; index: 1",
+        "“porto” is in:", "```", "memory files: 1; file versions: 1; index: 1",
         "  memory files  MEMORY.md:2  - lives in Porto", "  file versions  MEMORY.md v1:2  - lives in Porto",
-        "  index  MEMORY.md:1-2  - likes tea - lives in Porto",
+        "  index  MEMORY.md:1-2  - likes tea - lives in Porto", "```",
         "Send /memory forget! porto to forget all of it for good (it cannot be undone)."]
     assert forget == "Forgotten for good: 1 in memory files, 1 in file versions, 1 in index."
     assert show_after == "MEMORY.md:\n- likes tea"
     assert usage.startswith("Usage: /memory show")
     assert clear.startswith("Context cleared") and unknown.startswith("Unknown command /nope")
     assert fake_llm.requests == []
+
+
+async def test_a_forget_listing_shows_remembered_markup_as_written(bot, fake_llm) -> None:
+    """Remembered text is data: backticks or asterisks in it are shown, not taken for formatting
+    or for the end of the listing's block."""
+    bridge, channel = await bot()
+    await asyncio.to_thread(bridge.services.dreamer.memory_file.write, "telegram-42",
+                            b"- run ```make *all*``` to build\n", "test")
+    await channel.push(dm("/memory forget make"))
+    await channel.wait_sent(1)
+    [listing] = channel.texts()
+    assert listing.splitlines() == [
+        "“make” is in:", "````", "memory files: 1; file versions: 1",
+        "  memory files  MEMORY.md:1  - run ```make *all*``` to build",
+        "  file versions  MEMORY.md v1:1  - run ```make *all*``` to build", "````",
+        "Send /memory forget! make to forget all of it for good (it cannot be undone)."]
 
 
 async def test_ten_messages_of_one_chat_in_order_while_another_chat_is_served(bot, fake_llm) -> None:

@@ -198,12 +198,12 @@ async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_
     services.memory.sync(scope)
     listing = await slash_memory(slack, channel, "forget badge")
     assert listing.splitlines() == [
-        "“badge” is in:", "memory files: 2; file versions: 1; index: 2",
+        "“badge” is in:", "```", "memory files: 2; file versions: 1; index: 2",
         "  memory files  MEMORY.md:2  - Alice's badge is 5150",
         "  memory files  memory/2026-12-01.md:1  - Alice lost badge 5150",
         "  file versions  MEMORY.md v1:2  - Alice's badge is 5150",
         "  index  MEMORY.md:1-2  - Alice uses Helix - Alice's badge is 5150",
-        "  index  memory/2026-12-01.md:1-1  - Alice lost badge 5150",
+        "  index  memory/2026-12-01.md:1-1  - Alice lost badge 5150", "```",
         "Send /memory forget! badge to forget all of it for good (it cannot be undone)."]
     assert services.memory.search("5150", scope)  # a listing changes nothing
     done = await slash_memory(slack, channel, "forget! badge")

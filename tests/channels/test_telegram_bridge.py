@@ -164,13 +164,13 @@ async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_
     services.memory.sync("telegram-501")
     telegram.push_text(501, 501, "/memory forget pin is 4411")
     [listing] = await telegram.wait_sent(1)
-    assert listing["visible"].splitlines() == [  # Markdown drops the listing's indent
-        "“pin is 4411” is in:", "memory files: 2; file versions: 1; index: 2",
-        "memory files  MEMORY.md:2  - Maya's PIN is 4411",
-        "memory files  memory/2026-12-01.md:1  - Maya said her PIN is 4411",
-        "file versions  MEMORY.md v1:2  - Maya's PIN is 4411",
-        "index  MEMORY.md:1-2  - Maya plays the oboe - Maya's PIN is 4411",
-        "index  memory/2026-12-01.md:1-1  - Maya said her PIN is 4411",
+    assert listing["visible"].splitlines() == [  # a code block: the listing's indent shows, as written
+        "“pin is 4411” is in:", "", "memory files: 2; file versions: 1; index: 2",
+        "  memory files  MEMORY.md:2  - Maya's PIN is 4411",
+        "  memory files  memory/2026-12-01.md:1  - Maya said her PIN is 4411",
+        "  file versions  MEMORY.md v1:2  - Maya's PIN is 4411",
+        "  index  MEMORY.md:1-2  - Maya plays the oboe - Maya's PIN is 4411",
+        "  index  memory/2026-12-01.md:1-1  - Maya said her PIN is 4411", "", "",
         "Send /memory forget! pin is 4411 to forget all of it for good (it cannot be undone)."]
     assert services.memory.search("4411", "telegram-501")  # a listing changes nothing
     telegram.push_text(501, 501, "/memory forget! pin is 4411")

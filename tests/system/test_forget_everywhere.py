@@ -63,7 +63,7 @@ async def test_a_token_planted_through_every_path_is_gone_after_forget(running, 
     await channel.wait_sent(6)
     listing, done = channel.texts()[4:6]
     counts = "memory files: 2; dream diaries: 1; file versions: 1; messages: 2; session summaries: 1; index: 1"
-    assert listing.startswith(f"“{token}” is in:\n{counts}\n"), listing
+    assert listing.startswith(f"“{token}” is in:\n```\n{counts}\n"), listing
     assert done == ("Forgotten for good: 2 in memory files, 1 in dream diaries, 1 in file versions, 2 in messages, "
                     "1 in session summaries, 1 in index.")
 
