@@ -1,7 +1,8 @@
 """Wiring: build every long-lived part of membridge from an :class:`AppConfig`.
 
 The CLI, the bot and the console all get their parts here, so a command in another shell sees the
-same workspace, index and settings as the running bot.
+same workspace, index and settings as the running bot. Each part imports its modules when it is
+first built: a command that only reads a file does not pay for the agent, the LLM client or asyncio.
 """
 
 from __future__ import annotations
@@ -12,34 +13,30 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, timedelta
 from functools import cached_property
-from typing import ParamSpec, TypeVar
-
-from memory import (
-    ConversationStore,
-    DeepDream,
-    DreamResult,
-    Flusher,
-    Forgetter,
-    KnowledgeService,
-    MemoryFile,
-    MemoryManager,
-    Portability,
-    Workspace,
-    make_embedder,
-    pending_forget_jobs,
-)
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from . import offload
-from .agent import Agent
 from .config import AppConfig
-from .conversation import Sessions
-from .llm import LLMClient, Message, OpenAIChat
-from .media import MediaIntake
-from .prompt import PromptBuilder
 from .scopes import terminal_scope
-from .timer import DailyTimer
-from .tools import ToolBox, default_tools
-from .worker import FlushWorker, llm_summarizer
+
+if TYPE_CHECKING:
+    from memory import (
+        ConversationStore,
+        DeepDream,
+        DreamResult,
+        Forgetter,
+        KnowledgeService,
+        MemoryManager,
+        Portability,
+        Workspace,
+    )
+
+    from .agent import Agent
+    from .conversation import Sessions
+    from .llm import LLMClient, Message
+    from .media import MediaIntake
+    from .timer import DailyTimer
+    from .worker import FlushWorker
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -71,12 +68,16 @@ class Services:
 
     @cached_property
     def workspace(self) -> Workspace:
+        from memory import Workspace
+
         return Workspace(self.config.workspace_path(), mode=self.config.memory.scope)
 
     @cached_property
     def memory(self) -> MemoryManager:
         """The memory index; a forget or erase that a crash left half-done is finished first, so
         nothing reads what was being forgotten."""
+        from memory import ConversationStore, Forgetter, MemoryFile, MemoryManager, make_embedder, pending_forget_jobs
+
         embedder = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
         manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
         if pending_forget_jobs(manager):
@@ -85,30 +86,48 @@ class Services:
 
     @cached_property
     def forgetter(self) -> Forgetter:
+        from memory import Forgetter
+
         return Forgetter(self.memory, self.conversations, self.dreamer.memory_file)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:
+        from memory import KnowledgeService
+
         return KnowledgeService(self.memory)
 
     @cached_property
     def conversations(self) -> ConversationStore:
+        from memory import ConversationStore
+
         return ConversationStore(self.memory.db)
 
     @cached_property
     def llm(self) -> LLMClient:
+        from .llm import OpenAIChat
+
         return self._llm or OpenAIChat(self.config.llm)
 
     @cached_property
     def flush_worker(self) -> FlushWorker:
+        from memory import Flusher
+
+        from .worker import FlushWorker, llm_summarizer
+
         return FlushWorker(Flusher(self.conversations, self.memory, offload=offload.run), llm_summarizer(self.llm))
 
     @cached_property
     def sessions(self) -> Sessions:
+        from .conversation import Sessions
+
         return Sessions(self.conversations, self.config.context, on_job=self.flush_worker.notify)
 
     @cached_property
     def agent(self) -> Agent:
+        from .agent import Agent
+        from .prompt import PromptBuilder
+        from .tools import ToolBox, default_tools
+
         return Agent(
             memory=self.memory,
             conversations=self.conversations,
@@ -126,15 +145,21 @@ class Services:
     @cached_property
     def media(self) -> MediaIntake:
         """What the bridge does with voice notes, photos and files that come with a message."""
+        from .media import MediaIntake
+
         return MediaIntake(self.config, llm=self.llm, memory=self.memory, knowledge=self.knowledge)
 
     @cached_property
     def dreamer(self) -> DeepDream:
+        from memory import DeepDream
+
         return DeepDream(self.memory, self.config.memory.dream, offload=offload.run)
 
     @cached_property
     def portability(self) -> Portability:
         """Export and import of whole scopes (``membridge memory export|import``, ``/memory export``)."""
+        from memory import Portability
+
         from . import installed_version
 
         return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
@@ -205,6 +230,8 @@ class Services:
 
     @cached_property
     def timer(self) -> DailyTimer:
+        from .timer import DailyTimer
+
         def last_run() -> date | None:
             value = self.memory.get_meta("nightly.last_run")
             return date.fromisoformat(value) if value else None
