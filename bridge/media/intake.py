@@ -20,6 +20,7 @@ from channels import Attachment, AttachmentError, AttachmentTooLarge, IncomingMe
 from memory import KnowledgeService, MemoryManager
 
 from . import documents, notes, photos
+from .audio_length import measured_seconds
 from .keep import keep_bytes
 from .speech import SpeechError, Transcriber
 
@@ -123,11 +124,18 @@ class MediaIntake:
         speech = self.config.speech
         if not speech.enabled:
             return VOICE_OFF if attachment.kind == "voice" else AUDIO_OFF
-        what = "That voice note" if attachment.kind == "voice" else documents.safe_title(attachment.name)
-        if attachment.duration_s is not None and attachment.duration_s > speech.max_seconds:
-            return (f"{what} is {attachment.duration_s / 60:.1f} minutes long, over the limit of "
-                    f"{speech.max_seconds / 60:.1f} minutes (speech.max_seconds), so it was not transcribed.")
+        if attachment.duration_s is not None:
+            return self._length_refusal(attachment, attachment.duration_s)
         return None
+
+    def _length_refusal(self, attachment: Attachment, seconds: float) -> str | None:
+        """Why a recording of ``seconds`` is not transcribed (``speech.max_seconds``), or None."""
+        limit = self.config.speech.max_seconds
+        if seconds <= limit:
+            return None
+        what = "That voice note" if attachment.kind == "voice" else documents.safe_title(attachment.name)
+        return (f"{what} is {_duration(seconds)} long, over the limit of {_duration(limit)} "
+                "(speech.max_seconds), so it was not transcribed.")
 
     def _document_refusal(self, message: IncomingMessage, who: TurnIdentity) -> str | None:
         page = notes.knowledge_page(message.text)
@@ -163,6 +171,11 @@ class MediaIntake:
                 await offload.run(keep_bytes, self.memory.workspace, scope, data, mime_type)
 
     async def _hear(self, attachment: Attachment, data: bytes) -> str:
+        if attachment.duration_s is None:  # the channel did not say: the file's own headers do
+            seconds = await offload.run(measured_seconds, data)
+            too_long = None if seconds is None else self._length_refusal(attachment, seconds)
+            if too_long:
+                raise Refused(too_long)
         text = await self.transcriber.transcribe(documents.safe_title(attachment.name), data, attachment.mime_type)
         if not text:
             raise Refused(NO_WORDS)
@@ -195,6 +208,11 @@ class MediaIntake:
         await notes.save_note(self.memory, who.scope, title, summary, extracted.text)
         return (f"Saved {title} to your memory ({_size(extracted)}). {summary}",
                 f"[file {title}, saved to memory: {summary}]")
+
+
+def _duration(seconds: float) -> str:
+    """A recording's length as a person says it: seconds up to two minutes, then minutes."""
+    return f"{seconds:.0f} seconds" if seconds < 120 else f"{seconds / 60:.1f} minutes"
 
 
 def _size(extracted: documents.Extracted) -> str:

@@ -132,6 +132,10 @@ def _sse(payload: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
+#: The biggest request body taken, as OpenAI takes audio files up to 25 MB (aiohttp: 1 MiB).
+MAX_UPLOAD = 26 * 2**20
+
+
 @dataclass(frozen=True)
 class _ToolCall:
     """One function call inside an assistant message; ``arguments`` is sent verbatim."""
@@ -299,7 +303,7 @@ class FakeOpenAI:
         return f"http://127.0.0.1:{self._port}/v1"
 
     def _app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_UPLOAD)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/v1/embeddings", self._handle_embeddings)
         app.router.add_get("/v1/models", self._handle_models)

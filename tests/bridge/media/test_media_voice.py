@@ -4,6 +4,9 @@ download and store nothing."""
 
 from __future__ import annotations
 
+import io
+import wave
+
 import pytest
 from support.attachments import MemoryAttachment
 from support.media import echo_summary, stored, with_files
@@ -11,6 +14,17 @@ from support.media import echo_summary, stored, with_files
 from bridge.media.intake import NO_WORDS
 
 OGG = b"OggS\x00\x02" + bytes(range(256)) * 40
+
+
+def wav(seconds: float, rate: int = 8000) -> bytes:
+    """A real WAV file of ``seconds`` of silence (mono, 16-bit): its header states its length."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as sound:
+        sound.setnchannels(1)
+        sound.setsampwidth(2)
+        sound.setframerate(rate)
+        sound.writeframes(b"\x00\x00" * int(seconds * rate))
+    return out.getvalue()
 
 
 def speech_on(fake_llm, **limits) -> dict:
@@ -49,7 +63,8 @@ async def test_an_audio_file_with_a_caption_is_marked_with_its_name(running, fak
 
 
 @pytest.mark.parametrize(("attachment", "words"), [
-    (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", duration_s=601), "10.0 minutes long, over the limit of 10.0"),
+    (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", duration_s=601),
+     "That voice note is 10.0 minutes long, over the limit of 10.0 minutes (speech.max_seconds)"),
     (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", size=26_000_000), "26.0 MB, over the 25 MB limit"),
 ])
 async def test_past_max_seconds_or_max_bytes_is_refused_before_any_download(
@@ -60,6 +75,36 @@ async def test_past_max_seconds_or_max_bytes_is_refused_before_any_download(
     assert words in channel.texts()[0]
     assert attachment.reads == 0 and fake_llm.audio.requests == [] and fake_llm.requests == []
     assert stored(bridge) == []
+
+
+async def test_a_recording_whose_channel_gave_no_length_is_measured_and_refused_past_max_seconds(
+        running, fake_llm) -> None:
+    bridge, channel = await running(**speech_on(fake_llm, max_seconds=90))
+    attachment = MemoryAttachment("audio", "standup.wav", wav(95), "audio/wav")
+    await channel.push(with_files("summarise please", attachment))
+    await channel.wait_sent(1)
+    assert channel.texts() == ["standup.wav is 95 seconds long, over the limit of 90 seconds "
+                               "(speech.max_seconds), so it was not transcribed."]
+    assert fake_llm.audio.requests == [] and fake_llm.requests == [] and stored(bridge) == []
+
+
+async def test_a_measured_recording_within_max_seconds_is_transcribed(running, fake_llm) -> None:
+    bridge, channel = await running(**speech_on(fake_llm, max_seconds=90))
+    fake_llm.audio.transcript("ship it on Friday")
+    await channel.push(with_files("", MemoryAttachment("audio", "standup.wav", wav(85), "audio/wav")))
+    await channel.wait_sent(1)
+    assert fake_llm.audio.requests[0].file_name == "standup.wav"
+    assert stored(bridge)[0]["content"] == "[audio standup.wav] ship it on Friday"
+
+
+async def test_the_channels_length_is_trusted_over_the_files_headers(running, fake_llm) -> None:
+    """Telegram and Slack say how long a clip is before it is downloaded; that is the length used."""
+    bridge, channel = await running(**speech_on(fake_llm, max_seconds=90))
+    fake_llm.audio.transcript("short")
+    await channel.push(with_files("", MemoryAttachment("voice", "v.wav", wav(95), "audio/wav", duration_s=30)))
+    await channel.wait_sent(1)
+    assert len(fake_llm.audio.requests) == 1
+    assert stored(bridge)[0]["content"] == "[voice note] short"
 
 
 async def test_a_stream_past_max_bytes_is_refused_when_its_size_was_unknown(running, fake_llm) -> None:
