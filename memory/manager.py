@@ -90,7 +90,7 @@ class IndexCheck:
 
     chunks: int  # chunks indexed, all scopes
     caught_up: int  # chunks the substring index was still missing and took in before the check
-    rebuilt: bool  # the keyword indexes disagreed with the chunks and were rebuilt from them
+    rebuilt: bool  # the keyword indexes were damaged (or would not open) and were rebuilt from the chunks
 
 
 @dataclass
@@ -716,13 +716,13 @@ class MemoryManager:
 
     def check_index(self) -> IndexCheck:
         """Check both keyword indexes against the chunks (the truth) and rebuild them from the
-        chunks if they disagree. The substring index takes in its queue first: the check compares
+        chunks if they disagree (``rebuilt`` also says so when opening the index had to). The substring index takes in its queue first: the check compares
         every chunk."""
         caught_up = self.storage.trigram_queue()
         rebuilt = not self.storage.check_fts()
         if rebuilt:
             self.storage.rebuild_fts()
-        return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt)
+        return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt or self.storage.rebuilt_on_open)
 
     def count_cached_vectors(self) -> int:
         """How many vectors the embedding cache holds (the nightly collection bounds it)."""

@@ -159,6 +159,20 @@ class Database:
             self.conn.close()
 
 
+#: The keyword indexes (FTS5 virtual tables), one statement each: :meth:`IndexStorage.rebuild_fts`
+#: may have to create them again inside a transaction, where a script cannot run.
+KEYWORD_INDEXES = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 ("
+    " scope_tag, seg, content='', tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab (chunks_fts, 'row')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 ("
+    " text, content='chunks', content_rowid='rowid', tokenize='trigram')",
+)
+_KEYWORD_TABLES = ("chunks_fts", "chunks_fts_vocab", "chunks_tri")
+#: The plain tables FTS5 keeps each index in (fts5vocab keeps none).
+_FTS_SHADOW_TABLES = tuple(f"{table}_{part}" for table in ("chunks_fts", "chunks_tri")
+                           for part in ("data", "idx", "content", "docsize", "config"))
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -172,13 +186,6 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_scope_path ON chunks (scope, path);
 CREATE INDEX IF NOT EXISTS chunks_vec_model ON chunks (vec_model);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
-    scope_tag, seg, content='', tokenize='unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab (chunks_fts, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 (
-    text, content='chunks', content_rowid='rowid', tokenize='trigram'
-);
 CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL, text_hash TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
@@ -274,7 +281,10 @@ class IndexStorage:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        db.execute_script(SCHEMA)
+        db.execute_script(SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
+        #: Whether opening found a keyword index that would not open, and rebuilt it (doctor says so).
+        self.rebuilt_on_open = False
+        self._open_keyword_indexes()
         self._configure_fts()
         self._df_cache: dict[str, int] = {}
         self._df_total = 0
@@ -283,6 +293,19 @@ class IndexStorage:
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
+
+    def _open_keyword_indexes(self) -> None:
+        """Make sure both keyword indexes open. One whose structure record or config row is lost
+        opens for nothing (every sync, search and write fails on it), so it is made anew from the
+        chunks here, where every process starts; the probe costs microseconds."""
+        try:
+            with self.db.read() as conn:
+                for table in ("chunks_fts", "chunks_tri"):
+                    conn.execute(f"SELECT rowid FROM {table} WHERE rowid = 0").fetchall()
+        except sqlite3.DatabaseError as exc:
+            log.warning("keyword index cannot be opened (%s); rebuilding it from the chunks", exc)
+            self.rebuild_fts()
+            self.rebuilt_on_open = True
 
     def _configure_fts(self) -> None:
         for table in ("chunks_fts", "chunks_tri"):
@@ -708,16 +731,52 @@ class IndexStorage:
                 conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def rebuild_fts(self) -> None:
-        """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database."""
-        with self.db.transaction() as conn:
-            conn.execute("INSERT INTO chunks_tri (chunks_tri) VALUES ('rebuild')")
-            conn.execute("DELETE FROM tri_pending")
-            conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
-            rows = conn.execute("SELECT rowid, scope, text FROM chunks").fetchall()
-            conn.executemany(
-                "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
-                ((rowid, scope_tag(scope), segment(text)) for rowid, scope, text in rows),
-            )
+        """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database.
+
+        An index that cannot even be opened (its structure record or config row lost: "vtable
+        constructor failed", "invalid fts5 file format") can be neither rebuilt nor dropped
+        through FTS5, so its tables are made anew (:meth:`_recreate_keyword_indexes`).
+        """
+        try:
+            with self.db.transaction() as conn:
+                self._refill_keyword_indexes(conn)
+        except sqlite3.DatabaseError as exc:
+            log.warning("keyword index cannot be opened (%s); making its tables anew from the chunks", exc)
+            with self.db.transaction() as conn:
+                self._recreate_keyword_indexes(conn)
+                self._refill_keyword_indexes(conn)
+            self._configure_fts()
+
+    @staticmethod
+    def _recreate_keyword_indexes(conn: sqlite3.Connection) -> None:
+        """Drop the keyword indexes without opening them, and create them empty, in the caller's
+        transaction (a crash leaves the damaged index, which the next rebuild repairs).
+
+        DROP TABLE on a virtual table runs its constructor, which is what fails. So the shadow
+        tables are dropped as the plain tables they are, the virtual tables' rows leave the schema
+        through ``writable_schema``, and the schema is reloaded. The DROPs change the schema
+        cookie: every reader connection reloads the schema before its next statement.
+        """
+        conn.execute("PRAGMA writable_schema = ON")
+        try:
+            for name in _FTS_SHADOW_TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {name}")
+            conn.execute(f"DELETE FROM sqlite_master WHERE type = 'table' AND name IN ({', '.join('?' * len(_KEYWORD_TABLES))})",
+                         _KEYWORD_TABLES)
+        finally:
+            conn.execute("PRAGMA writable_schema = RESET")
+        for statement in KEYWORD_INDEXES:
+            conn.execute(statement)
+
+    def _refill_keyword_indexes(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO chunks_tri (chunks_tri) VALUES ('rebuild')")
+        conn.execute("DELETE FROM tri_pending")
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+        rows = conn.execute("SELECT rowid, scope, text FROM chunks").fetchall()
+        conn.executemany(
+            "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
+            ((rowid, scope_tag(scope), segment(text)) for rowid, scope, text in rows),
+        )
 
     # ------------------------------------------------------- embedding cache
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -136,7 +136,8 @@ async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path
         assert db.execute("SELECT count(*) FROM tri_pending").fetchone() == (0,)
 
 
-async def test_doctor_rebuilds_a_damaged_keyword_index(config_file, tmp_path) -> None:
+def _damaged_index(tmp_path: Path, damage: str) -> None:
+    """A workspace with one indexed note, then ``damage`` done to index.db by another program."""
     from memory import MemoryManager, MemorySettings, Workspace
 
     memory_md = tmp_path / "ws" / "scopes" / "terminal-alice" / "MEMORY.md"
@@ -144,13 +145,41 @@ async def test_doctor_rebuilds_a_damaged_keyword_index(config_file, tmp_path) ->
     memory_md.write_text("- the parrot says hello\n")
     manager = MemoryManager(Workspace(tmp_path / "ws"), MemorySettings(), embedder=None)
     manager.sync()
+    manager.finish_indexing()
     manager.close()
-    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:  # the segments go; the structure record (10) stays
-        db.execute("DELETE FROM chunks_fts_data WHERE id > 10")
+    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:
+        db.execute(damage)
+
+
+#: Damage FTS5 can repair itself (segments lost), and damage that stops it opening the table at
+#: all (block 10 is the structure record; the config row holds the format version).
+DAMAGES = {
+    "segments lost": "DELETE FROM chunks_fts_data WHERE id > 10",
+    "structure record lost": "DELETE FROM chunks_fts_data WHERE id = 10",
+    "config lost": "DELETE FROM chunks_fts_config",
+    "substring index structure lost": "DELETE FROM chunks_tri_data WHERE id = 10",
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+async def test_doctor_rebuilds_a_damaged_keyword_index(config_file, tmp_path, damage) -> None:
+    _damaged_index(tmp_path, damage)
     _code, out, _ = await membridge(config_file(), "doctor", "--offline")
     assert f"ok    workspace: {tmp_path / 'ws'}: keyword index was damaged and has been rebuilt" in out
+    _code, out, _ = await membridge(config_file(), "doctor", "--offline")
+    assert f"ok    workspace: {tmp_path / 'ws'}: 1 chunks indexed, keyword index intact" in out
     _code, out, _ = await membridge(config_file(), "memory", "search", "parrot")
     assert "the parrot says hello" in out
+    with sqlite3.connect(tmp_path / "ws" / "index.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+async def test_a_search_repairs_a_keyword_index_whose_structure_record_is_lost(config_file, tmp_path) -> None:
+    _damaged_index(tmp_path, DAMAGES["structure record lost"])
+    code, out, err = await membridge(config_file(), "memory", "search", "parrot")
+    assert code == 0 and "the parrot says hello" in out, err
+    _code, out, _ = await membridge(config_file(), "doctor", "--offline")
+    assert "1 chunks indexed, keyword index intact" in out
 
 
 async def test_knowledge_commands(config_file, tmp_path) -> None:
