@@ -43,5 +43,17 @@ class RecordingChannel(Channel):
         await asyncio.wait_for(until(), timeout)
         return self.sent
 
+    async def wait_reply_to(self, message: IncomingMessage, timeout: float = HANG_GUARD_S) -> Reply:
+        """The first reply sent to ``message`` (the same delivery: its dedupe key)."""
+        async def until() -> Reply:
+            while True:
+                for reply, to in self.sent:
+                    if to.dedupe_key == message.dedupe_key:
+                        return reply
+                self._new.clear()
+                await self._new.wait()
+
+        return await asyncio.wait_for(until(), timeout)
+
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [reply.text for reply, to in self.sent if chat_id is None or to.chat_id == chat_id]

@@ -1,11 +1,14 @@
 """Random interleavings of the whole conversation → daily memory → MEMORY.md pipeline.
 
-Three chats talk to a slow model (each turn's user message carries a unique token) while
-``/clear``, harder trims, flushes, forgets, reverts, Deep Dreams and nightly passes run at the
-same time, and a second process appends to the same scope's daily memory and edits its MEMORY.md.
+Three chats talk to the whole bot (the Bridge with its plugins, behind a recording channel) and a
+slow model: each turn's user message carries a unique token, some messages are delivered twice
+(as Telegram and Slack redeliver), and ``/clear`` is sent as a chat command. Meanwhile harder
+trims, flushes, forgets, reverts, Deep Dreams and nightly passes run, and a second process appends
+to the same scope's daily memory and edits its MEMORY.md.
 Each actor's sequence of operations comes from one seed (``STRESS_SEED`` picks another; a failure
 prints it). Afterwards:
 
+- every message was answered exactly once (a redelivery is not answered again);
 - every user turn's token is in its scope's daily memory exactly once, and so is every note the
   other process committed (nothing lost, nothing doubled);
 - no forgotten token is anywhere (files, versions, messages, summaries, index, search);
@@ -39,16 +42,19 @@ import yaml
 from fakes import HANG_GUARD_S
 from fakes.openai_server import FakeOpenAI
 from support.bot import dm, group
+from support.channel import RecordingChannel
 from support.loop_clock import LoopClock, LoopIO
 
 from bridge.app import Services
 from bridge.config import load_config
+from bridge.runtime import Bridge, build_plugins
 from channels import IncomingMessage
 from memory.dream import MemoryFile
 
 SEED = int(os.environ.get("STRESS_SEED", "20261204"))
 TURNS_PER_CHAT = 20
 MAINTENANCE_OPS = 14
+REDELIVERED = 0.1  # the share of messages the platform delivers twice
 LLM_LATENCY_S = 0.03  # every model answer takes this long: long enough for other work to overlap it
 SLOW_CALLBACK_S = 0.1
 DREAM_KEEPS = 40  # MEMORY.md entries a dream keeps: a bounded file, like a real one
@@ -101,10 +107,18 @@ class Stack:
     """The bot's parts under test and what the actors share."""
 
     services: Services
+    channel: RecordingChannel
     llm: FakeOpenAI
     ledger: Ledger
     scopes: list[str]
     chats_done: asyncio.Event = field(default_factory=asyncio.Event)
+    delivered: set[str] = field(default_factory=set)  # dedupe keys of the distinct messages sent
+
+    async def say(self, message: IncomingMessage) -> None:
+        """Send ``message`` through the channel, as a person does: then wait for its answer."""
+        self.delivered.add(message.dedupe_key)
+        await self.channel.push(message)
+        await self.channel.wait_reply_to(message)
 
     @property
     def memory_file(self) -> MemoryFile:
@@ -131,18 +145,21 @@ def build_services(config: Path) -> Services:
 
 # ------------------------------------------------------------------ actors
 async def chat_actor(stack: Stack, letter: str, message: Callable[[str], IncomingMessage], rng: random.Random) -> None:
-    """One chat's sequence: turns, ``/clear`` and harder trims, one after another (as the bot runs a chat)."""
+    """One person's chat: turns, ``/clear`` and harder trims, each after the answer to the last."""
     agent = stack.services.agent
     for number in range(1, TURNS_PER_CHAT + 1):
         token = f"k{letter}{number:04d}q"
         incoming = message(f"note {token} about {rng.choice(WORDS)}")
         who = agent.identify(incoming)
-        await agent.handle(incoming)
         stack.ledger.sent[token] = who.scope
+        await stack.say(incoming)
         stack.ledger.ops["turn"] += 1
+        if rng.random() < REDELIVERED:  # answered before the redelivery: the chat's next answer shows it was dropped
+            await stack.channel.push(incoming)
+            stack.ledger.ops["redelivery"] += 1
         roll = rng.random()
         if roll < 0.12:
-            await stack.services.clear_context(who.scope, incoming.chat_key)
+            await stack.say(message("/clear"))
             stack.ledger.ops["clear"] += 1
         elif roll < 0.2:
             await stack.services.sessions.trim(who.session_id, harder=True)
@@ -324,10 +341,12 @@ async def run(tmp_path: Path, llm: FakeOpenAI, writer: Any, rng: random.Random) 
         "C": lambda text: group(text, chat="-500", user="101"),
     }
     scopes = [services.agent.identify(make("x")).scope for make in chats.values()]
-    stack = Stack(services, llm, Ledger(), scopes)
+    channel = RecordingChannel()
+    bridge = Bridge(services, [channel], build_plugins(services))
+    stack = Stack(services, channel, llm, Ledger(), scopes)
     other = await writer(config, scopes[0])
     reading = asyncio.create_task(other.read())
-    services.flush_worker.start()
+    await bridge.start(timer=False)
     try:
         talk = [chat_actor(stack, letter, make, random.Random(rng.random())) for letter, make in chats.items()]
         await asyncio.gather(all_chats(stack, talk), forget_actor(stack, random.Random(rng.random())),
@@ -338,9 +357,11 @@ async def run(tmp_path: Path, llm: FakeOpenAI, writer: Any, rng: random.Random) 
         await services.sessions.summarize_day(date.today())  # what is still only in a context
         await services.flush_worker.drain()
         await check_invariants(stack)
+        answered = Counter(to.dedupe_key for _reply, to in channel.sent)
+        assert set(answered) == stack.delivered and set(answered.values()) == {1}, "messages not answered exactly once"
         await assert_nothing_lost_doubled_or_resurrected(stack, other)
     finally:
-        await services.aclose()
+        await bridge.shutdown()
     print(f"pipeline stress: {dict(stack.ledger.ops)}, {len(other.lines)} writes by the other process, "
           f"{stack.ledger.checks} checks of the invariants")
 
