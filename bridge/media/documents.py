@@ -96,6 +96,19 @@ def _plain_text(title: str, data: bytes) -> str:
 
 
 def _pdf_text(title: str, data: bytes, limits: MediaSettings) -> tuple[str, int]:
+    """pypdf (>= 7) bounds what one file may unpack and the work per stream (75 MB by default): a
+    PDF bomb is refused by those limits, as a docx bomb is by :func:`check_unzipped_size`."""
+    from pypdf.errors import LimitReachedError
+
+    try:
+        return _pdf_pages_text(title, data, limits)
+    except LimitReachedError as exc:
+        log.info("%s hit a pypdf limit: %s", title, exc)
+        raise DocumentError(f"{title} would unpack to more data than I read from one PDF (a compressed part "
+                            "of it is too large), so it was not read.") from None
+
+
+def _pdf_pages_text(title: str, data: bytes, limits: MediaSettings) -> tuple[str, int]:
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))

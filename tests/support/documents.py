@@ -1,10 +1,11 @@
 """Small real documents for the media tests: a PDF written by hand (one text line a page), a docx
-made by python-docx, and a docx that is a zip bomb."""
+made by python-docx, and a docx and a PDF that are decompression bombs."""
 
 from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 
 
 def tiny_pdf(*pages: str) -> bytes:
@@ -22,6 +23,26 @@ def tiny_pdf(*pages: str) -> bytes:
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
                        b"/Resources << /Font << /F1 3 0 R >> >> >>" % (page_id + 1))
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return _pdf_file(objects)
+
+
+def flate_bomb_pdf(unpacked_mb: int) -> bytes:
+    """A one-page PDF whose content stream is compressed and inflates to ``unpacked_mb`` MB."""
+    packer = zlib.compressobj(9)
+    packed = [packer.compress(b"BT /F1 12 Tf 72 720 Td (hi) Tj ET\n")]
+    packed += [packer.compress(b" " * 1_000_000) for _ in range(unpacked_mb)]
+    stream = b"".join(packed) + packer.flush()
+    return _pdf_file([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ])
+
+
+def _pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (numbered from 1; the first is the catalog), with its cross-reference table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []

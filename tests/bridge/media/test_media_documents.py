@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from support.attachments import MemoryAttachment
 from support.bot import group
-from support.documents import tiny_docx, tiny_pdf, zip_bomb_docx
+from support.documents import flate_bomb_pdf, tiny_docx, tiny_pdf, zip_bomb_docx
 from support.media import stored, with_files
 
 from bridge.media.intake import ADMINS_ONLY, FILES_IN_DM, PAGE_USAGE
@@ -127,6 +127,9 @@ async def test_unknown_types_and_files_too_big_are_refused_before_download(runni
     ("blob.txt", b"\x00\x01\x02binary", {}, "blob.txt is not a text file (it holds binary data)."),
     ("bomb.docx", zip_bomb_docx(50), {"max_bytes": 1_000_000},
      "bomb.docx would unpack to 50 MB in 2 parts, over the 4 MB limit for a document, so it was not read."),
+    ("bomb.pdf", flate_bomb_pdf(200), {},
+     "bomb.pdf would unpack to more data than I read from one PDF (a compressed part of it is too large), "
+     "so it was not read."),
 ])
 async def test_documents_past_a_limit_or_unreadable_are_refused_and_nothing_is_saved(
         running, fake_llm, name, data, limits, answer) -> None:
