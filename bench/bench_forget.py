@@ -39,9 +39,10 @@ from common import Report, WorkspaceSpec, directory_size_mb, generate_workspace,
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
 from memory.conversations import ConversationStore
+from memory.database import Database
 from memory.dream import MemoryFile
 from memory.forgetting import Forgetter
-from memory.storage import Database, IndexStorage
+from memory.storage import IndexStorage
 from memory.vectors import LanceDBBackend
 
 TOKEN = "Vantrelloquist"

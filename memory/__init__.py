@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
     from .config import DreamSettings, EmbeddingSettings, MemorySettings, StrictSettings
     from .conversations import ConversationStore, FlushJob, StoredMessage, session_id
+    from .database import Database
     from .dream import DeepDream, DreamResult, MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .embedding import (
         EmbeddingError,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         Workspace,
         validate_scope,
     )
-    from .storage import Database
     from .turns import Turn
     from .vectors import LanceDBBackend, VectorBackend, VectorRow
 
@@ -101,7 +101,7 @@ _HOMES = {
     "ScopeError": "scopes",
     "Workspace": "scopes",
     "validate_scope": "scopes",
-    "Database": "storage",
+    "Database": "database",
     "Turn": "turns",
     "LanceDBBackend": "vectors",
     "VectorBackend": "vectors",

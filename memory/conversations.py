@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .storage import Database
+from .database import Database
 from .turns import (
     SCHEDULED_PREFIX,
     Turn,

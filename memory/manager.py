@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .chunker import Chunk, chunk_text, embedding_text, text_hash
 from .config import MemorySettings
+from .database import Database
 from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
 from .locks import WorkspaceLock
@@ -37,7 +38,7 @@ from .scopes import (
     Workspace,
     validate_scope,
 )
-from .storage import Database, FileRecord, IndexStorage
+from .storage import FileRecord, IndexStorage
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
     import numpy as np

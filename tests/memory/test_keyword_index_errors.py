@@ -8,7 +8,8 @@ import pytest
 
 from memory import chunk_text
 from memory.chunker import text_hash
-from memory.storage import Database, FileRecord, IndexStorage
+from memory.database import Database
+from memory.storage import FileRecord, IndexStorage
 
 
 @pytest.fixture

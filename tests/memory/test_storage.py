@@ -15,8 +15,9 @@ from support.sqlite_locker import write_lock_held
 from memory import chunk_text
 from memory import storage as storage_module
 from memory.chunker import text_hash
+from memory.database import Database
 from memory.keyword import build_query
-from memory.storage import Database, FileRecord, IndexStorage
+from memory.storage import FileRecord, IndexStorage
 
 WORDS = [f"w{i}" for i in range(60)] + ["rare", "alicesecret"]
 

@@ -1,0 +1,144 @@
+"""One SQLite file shared by threads and processes: a writer connection behind a lock, and readers.
+
+The memory core's index (``index.db``) and the bridge's cluster ledger both open their file
+through :class:`Database`, so every writer in a process queues on one lock and no reader waits on
+it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class Database:
+    """One SQLite file in WAL mode: a writer connection behind a lock, and reader connections.
+
+    The bot calls memory from worker threads. Writes go one at a time through the writer
+    (``transaction``, under ``lock``). Reads never wait for that lock: in WAL mode a reader sees
+    the last commit while a write is open, so a search or a turn's context is not held up while a
+    write waits (up to ``busy_timeout``) for another process's lock. A thread inside a transaction
+    or a :meth:`read` snapshot reads through that connection, and so sees its own writes. Reader
+    connections are made on demand and reused: there are never more than threads reading at once.
+    Other processes coordinate through SQLite's own locking and the workspace lock.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn = self._connect()
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        # deleted rows are overwritten with zeros, not left in free space: forgetting is for real
+        self.conn.execute("PRAGMA secure_delete=ON")
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._local = threading.local()  # .conn: the connection this thread is inside, if any
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    @contextmanager
+    def _inside(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        outer = getattr(self._local, "conn", None)
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = outer
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An immediate (write-locking) transaction: committed on success, rolled back on error."""
+        with self.lock, self._inside(self.conn):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One snapshot for every read inside (``query`` included); inside a transaction or an
+        outer snapshot of this thread, that one."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self._reader() as conn, self._inside(conn):
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            return self._fetch(current, sql, params)
+        with self._reader() as conn:
+            return self._fetch(conn, sql, params)
+
+    @staticmethod
+    def _fetch(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> list[sqlite3.Row]:
+        cursor = conn.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return cursor.fetchall()
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A reader connection of this thread's own until the block ends."""
+        with self._readers_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError(f"{self.path}: the database is closed")
+            if self._idle_readers:
+                conn = self._idle_readers.pop()
+            else:
+                conn = self._connect()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # a read that failed inside its snapshot
+                conn.execute("ROLLBACK")
+            with self._readers_lock:
+                if self._closed:  # closed while this thread read: its connection is closed here, by its user
+                    conn.close()
+                else:
+                    self._idle_readers.append(conn)
+
+    def execute_script(self, script: str) -> None:
+        with self.lock:
+            self.conn.executescript(script)
+
+    def scrub(self, *, vacuum: bool = True) -> None:
+        """Leave no deleted byte in the database files: VACUUM rewrites every page (free pages and
+        what an older delete left in a page's slack go), then a TRUNCATE checkpoint copies the WAL
+        back and empties it (old frames hold old page images). Raises
+        :class:`sqlite3.OperationalError` when another connection keeps the WAL busy."""
+        with self.lock:
+            if vacuum:
+                self.conn.execute("VACUUM")
+            busy, _frames, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise sqlite3.OperationalError(f"{self.path}: another connection kept the WAL busy; the checkpoint is retried")
+
+    def close(self) -> None:
+        """Close every connection; a reader in use is closed by its thread when its read ends
+        (closing a connection under a running statement would crash the process)."""
+        with self._readers_lock:
+            self._closed = True
+            for conn in self._idle_readers:
+                conn.close()
+            self._idle_readers.clear()
+        with self.lock:
+            self.conn.close()
