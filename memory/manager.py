@@ -1,6 +1,6 @@
 """The memory index's front door: sync files into the index, search it, read files back.
 
-Sync has three passes (DESIGN.md §4). Pass 1 finds changed files and chunks them; pass 2 embeds
+Sync has three passes (DESIGN.md §4). Pass 1 (:mod:`.scan`) finds changed files and chunks them; pass 2 embeds
 every chunk text that has no vector for the current model, in as few batched calls as the provider
 allows (the SQLite cache answers unchanged texts, and keeps each batch as it arrives); pass 3
 writes. If embedding fails nothing is written to the index, so the next sync retries the same
@@ -14,30 +14,22 @@ manager syncs a stale scope first and hands the question over.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .chunker import Chunk, chunk_text, embedding_text, text_hash
+from .chunker import embedding_text
 from .config import MemorySettings
 from .database import Database
 from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
 from .locks import WorkspaceLock
-from .scopes import (
-    DAILY_DIR,
-    DREAMS_DIR,
-    KNOWLEDGE_DIR,
-    KNOWLEDGE_SCOPE,
-    MEMORY_FILE,
-    Workspace,
-    validate_scope,
-)
+from .scan import DiskScanner, ProgressCallback, SyncPlan
+from .scopes import DAILY_DIR, KNOWLEDGE_DIR, KNOWLEDGE_SCOPE, MEMORY_FILE, Workspace, validate_scope
 from .storage import FileRecord, IndexStorage
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
@@ -49,9 +41,6 @@ if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first use
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``: stages are ``scan``, ``embed``, ``write`` and ``trigram``."""
-
 _DISK_CHECK_INTERVAL_S = 2.0
 _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it skips its sync
 #: The most new texts a search embeds itself before it answers (a few seconds of the local model
@@ -59,8 +48,6 @@ _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it 
 _INLINE_EMBED_TEXTS = 64
 #: Vectors written to the backend (and marked embedded) per transaction during a sync.
 VECTOR_WRITE_BATCH = 10_000
-_KNOWLEDGE_SKIP = frozenset({"log.md", "index.md"})  # the change log and the generated table of contents
-_MTIME_TRUST_S = 2.0  # a file written this close to its indexing is re-hashed (coarse file-system clocks)
 
 
 class MemoryPathError(ValueError):
@@ -94,39 +81,11 @@ class IndexCheck:
     rebuilt: bool  # the keyword indexes were damaged (or would not open) and were rebuilt from the chunks
 
 
-@dataclass
-class _DiskFile:
-    scope: str
-    path: str  # as stored: relative to the scope dir, or "knowledge/..." for knowledge
-    absolute: Path
-    mtime: float
-    size: int
-
-
-@dataclass
-class _Plan:
-    changed: list[tuple[FileRecord, list[Chunk]]] = field(default_factory=list)
-    touched: list[FileRecord] = field(default_factory=list)
-    removed: list[tuple[str, str]] = field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class _SearchSide:
     vectors: VectorBackend | None
     cache: VectorCache | None
     retriever: Retriever
-
-
-def _unchanged(record: FileRecord | None, item: _DiskFile) -> bool:
-    """Whether an indexed file is surely the same on disk, without reading it.
-
-    Same mtime and size is not enough for a file written within ``_MTIME_TRUST_S`` of its
-    indexing: a coarse file-system clock can give a quick same-size rewrite the same mtime.
-    """
-    return (
-        record is not None and record.mtime == item.mtime and record.size == item.size
-        and record.indexed_at - item.mtime > _MTIME_TRUST_S
-    )
 
 
 class MemoryManager:
@@ -149,6 +108,7 @@ class MemoryManager:
         workspace.ensure()
         self.db = db or Database(workspace.db_path)
         self.storage = IndexStorage(self.db)
+        self.scanner = DiskScanner(workspace, settings)
         self.lock = lock or WorkspaceLock(workspace.root)
         self._given_vectors = vectors
         self._today = today
@@ -207,51 +167,6 @@ class MemoryManager:
         return self._search_side().cache
 
     # ================================================================== files
-    def scope_files(self, scope: str) -> Iterator[_DiskFile]:
-        """A scope's indexable files: MEMORY.md and memory/**.md, minus dreams and dot-folders."""
-        base = self.workspace.scope_dir(scope)
-        memory_md = base / MEMORY_FILE
-        if memory_md.is_file():
-            yield self._disk_file(scope, MEMORY_FILE, memory_md)
-        yield from self._walk(scope, base / DAILY_DIR, base, skip_dirs=frozenset({DREAMS_DIR}))
-
-    def knowledge_files(self) -> Iterator[_DiskFile]:
-        yield from self._walk(KNOWLEDGE_SCOPE, self.workspace.knowledge_dir, self.workspace.root, skip_files=_KNOWLEDGE_SKIP)
-
-    def _walk(
-        self, scope: str, top: Path, relative_to: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: frozenset[str] = frozenset()
-    ) -> Iterator[_DiskFile]:
-        if not top.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(top):
-            at_top = Path(dirpath) == top
-            dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and not (at_top and d in skip_dirs)
-            )
-            for name in sorted(filenames):
-                if not name.endswith(".md") or name.startswith(".") or (at_top and name in skip_files):
-                    continue
-                absolute = Path(dirpath) / name
-                if absolute.is_symlink():
-                    continue
-                yield self._disk_file(scope, absolute.relative_to(relative_to).as_posix(), absolute)
-
-    @staticmethod
-    def _disk_file(scope: str, path: str, absolute: Path) -> _DiskFile:
-        stat = absolute.stat()
-        return _DiskFile(scope, path, absolute, stat.st_mtime, stat.st_size)
-
-    def _disk_files(self, scope: str | None) -> tuple[list[_DiskFile], list[str]]:
-        """Files on disk for ``scope`` (and knowledge), and the scopes they cover."""
-        if scope == KNOWLEDGE_SCOPE:
-            scopes: list[str] = []
-        else:
-            scopes = [scope] if scope is not None else self.workspace.list_scopes()
-        files: list[_DiskFile] = list(self.knowledge_files())
-        for name in scopes:
-            files.extend(self.scope_files(name))
-        return files, [*scopes, KNOWLEDGE_SCOPE]
-
     def mark_dirty(self, scope: str) -> None:
         """Note that ``scope``'s files changed, so the next search syncs first."""
         with self._dirty_lock:
@@ -307,14 +222,15 @@ class MemoryManager:
             self._start_trigram_fill()
         report.seconds = time.perf_counter() - started
 
-    def _scan(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> tuple[_Plan, list[str]]:
-        disk, covered = self._disk_files(scope)
+    def _scan(self, scope: str | None, report: SyncReport, progress: ProgressCallback | None) -> tuple[SyncPlan, list[str]]:
+        """Pass 1 (:mod:`.scan`): what changed on disk, chunked; no API call, no write."""
+        disk, covered = self.scanner.files(scope)
         report.files_scanned = len(disk)
-        return self._plan(disk, covered, scope is None, progress), covered
+        return self.scanner.plan(disk, self._indexed_files(None if scope is None else covered), progress), covered
 
     def _index(
         self,
-        plan: _Plan,
+        plan: SyncPlan,
         texts: dict[str, str],
         covered: list[str],
         scope: str | None,
@@ -370,37 +286,6 @@ class MemoryManager:
         with self._filler_lock:
             self._filler = None
 
-    def _plan(self, disk: list[_DiskFile], covered: list[str], everything: bool, progress: ProgressCallback | None) -> _Plan:
-        """Pass 1: hash what changed on disk and chunk it. No API call, no write."""
-        indexed = self._indexed_files(None if everything else covered)
-        plan = _Plan()
-        seen: set[tuple[str, str]] = set()
-        for done, item in enumerate(disk, start=1):
-            key = (item.scope, item.path)
-            seen.add(key)
-            previous = indexed.get(key)
-            if _unchanged(previous, item):
-                continue
-            content = read_text(item.absolute)
-            record = FileRecord(item.scope, item.path, text_hash(content), item.mtime, item.size)
-            if previous is not None and previous.hash == record.hash:
-                plan.touched.append(record)
-                continue
-            chunks = chunk_text(
-                content,
-                scope=item.scope,
-                path=item.path,
-                max_chars=self.settings.chunk_max_chars,
-                overlap_lines=self.settings.chunk_overlap_lines,
-            )
-            plan.changed.append((record, chunks))
-            if progress and done % 50 == 0:
-                progress("scan", done, len(disk))
-        plan.removed = [key for key in indexed if key not in seen]
-        if progress:
-            progress("scan", len(disk), len(disk))
-        return plan
-
     def _embed_pass(
         self, texts: dict[str, str], report: SyncReport, progress: ProgressCallback | None
     ) -> dict[str, np.ndarray]:
@@ -416,7 +301,7 @@ class MemoryManager:
         embedded = self._embed({h: text for h, text in texts.items() if h not in vectors}, report, progress)
         return {} if embedded is None else {**vectors, **embedded}
 
-    def _texts_needing_vectors(self, plan: _Plan) -> dict[str, str]:
+    def _texts_needing_vectors(self, plan: SyncPlan) -> dict[str, str]:
         """Text by hash of every chunk the plan writes, and of unchanged chunks still without a vector."""
         if self.embedder is None:
             return {}
@@ -472,7 +357,7 @@ class MemoryManager:
 
     def _write_pass(
         self,
-        plan: _Plan,
+        plan: SyncPlan,
         vectors: dict[str, np.ndarray],
         report: SyncReport,
         progress: ProgressCallback | None,
@@ -657,11 +542,8 @@ class MemoryManager:
         return indexed
 
     def _disk_changed(self, scope: str) -> bool:
-        disk, covered = self._disk_files(scope)
-        indexed = self._indexed_files(covered)
-        if len(indexed) != len(disk):
-            return True
-        return not all(_unchanged(indexed.get((item.scope, item.path)), item) for item in disk)
+        disk, covered = self.scanner.files(scope)
+        return self.scanner.changed(disk, self._indexed_files(covered))
 
     # ================================================================= search
     def search(

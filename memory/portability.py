@@ -49,7 +49,8 @@ from .archive import (
 from .conversations import ConversationStore
 from .dream import MemoryFile
 from .files import atomic_file, fsync_dir, make_folders
-from .manager import MemoryManager, ProgressCallback
+from .manager import MemoryManager
+from .scan import ProgressCallback
 from .scope_conversations import ScopeConversations
 from .scopes import DAILY_DIR, MEMORY_FILE, validate_scope
 
