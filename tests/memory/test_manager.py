@@ -20,6 +20,7 @@ from memory import (
     MemoryManager,
     MemoryPathError,
     ScopeError,
+    scan,
 )
 
 
@@ -545,9 +546,8 @@ def test_a_sync_with_nothing_to_embed_reads_the_disk_once(workspace, make_manage
     manager = make_manager()
     manager.sync()  # embeds both texts: scanned, embedded outside the lock, scanned again
     stats: list[str] = []
-    read = MemoryManager._disk_file
-    monkeypatch.setattr(MemoryManager, "_disk_file",
-                        staticmethod(lambda scope, path, absolute: (stats.append(path), read(scope, path, absolute))[1]))
+    read = scan._disk_file
+    monkeypatch.setattr(scan, "_disk_file", lambda scope, path, absolute: (stats.append(path), read(scope, path, absolute))[1])
     write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n- a new line\n")
     report = manager.sync()
     assert report.files_changed == 1 and report.embed_calls == 1 and sorted(stats) == [
