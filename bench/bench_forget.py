@@ -42,7 +42,7 @@ from memory.conversations import ConversationStore
 from memory.database import Database
 from memory.dream import MemoryFile
 from memory.forgetting import Forgetter
-from memory.storage import IndexStorage
+from memory.keyword_index import KeywordIndex
 from memory.vectors import LanceDBBackend
 
 TOKEN = "Vantrelloquist"
@@ -135,7 +135,7 @@ def main() -> None:
         forgetter = Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager))
         spent: dict[str, float] = {}
         for owner, name in ((Forgetter, "_remove"), (MemoryManager, "sync"), (MemoryManager, "finish_indexing"),
-                            (IndexStorage, "merge_keyword_indexes"), (LanceDBBackend, "purge"),
+                            (KeywordIndex, "merge"), (LanceDBBackend, "purge"),
                             (Database, "scrub")):
             timing(owner, name, spent)
         section = "forget"
@@ -154,7 +154,7 @@ def main() -> None:
         report.add(section, "  of which the re-index of the changed chunks", spent["sync"], "s")
         report.add(section, "trigram index of the changed chunks (background in the bot)",
                    spent.get("finish_indexing", 0.0), "s")
-        report.add(section, "FTS5 merge of both keyword indexes", spent["merge_keyword_indexes"], "s")
+        report.add(section, "FTS5 merge of both keyword indexes", spent["merge"], "s")
         report.add(section, "LanceDB compaction + old versions removed", spent["purge"], "s")
         report.add(section, "VACUUM + WAL truncate (twice: after the wipe and after the job row)", spent["scrub"], "s")
         report.add(section, "whole forget, wipe included", whole, "s")

@@ -115,8 +115,8 @@ def gather(retriever: engine.Retriever, query: str, scopes: list[str]) -> Candid
     depth = max(retriever.settings.candidates, LIMIT * 4)
     found = retriever._gather(query, scopes, window, depth)
     words = querytext.keyword_text(query, window.phrases if window else ())
-    weights = retriever.storage.term_weights(querytext.query_terms(words))
-    bm25 = {hit.chunk.id: hit.score for hit in retriever.storage.search_keyword(words, scopes, depth)}
+    weights = retriever.keywords.term_weights(querytext.query_terms(words))
+    bm25 = {hit.chunk.id: hit.score for hit in retriever.keywords.search(words, scopes, depth)}
     return Candidates(found, bm25, weights, window, asks_about_now(query))
 
 

@@ -254,7 +254,7 @@ class Forgetter:
     def _wipe(self, scope: str) -> None:
         """Make every deletion physical."""
         self.memory.finish_indexing()
-        self.memory.storage.merge_keyword_indexes()
+        self.memory.keywords.merge()
         if self.memory.vectors is not None:
             with self.memory.lock:
                 self.memory.vectors.purge()

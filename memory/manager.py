@@ -27,6 +27,7 @@ from .config import MemorySettings
 from .database import Database
 from .embedding import EmbeddingError, EmbeddingProvider
 from .files import append_text, read_text
+from .keyword_index import KeywordIndex
 from .locks import WorkspaceLock
 from .scan import DiskScanner, ProgressCallback, SyncPlan
 from .scopes import DAILY_DIR, KNOWLEDGE_DIR, KNOWLEDGE_SCOPE, MEMORY_FILE, Workspace, validate_scope
@@ -108,6 +109,7 @@ class MemoryManager:
         workspace.ensure()
         self.db = db or Database(workspace.db_path)
         self.storage = IndexStorage(self.db)
+        self.keywords = KeywordIndex(self.storage)
         self.scanner = DiskScanner(workspace, settings)
         self.lock = lock or WorkspaceLock(workspace.root)
         self._given_vectors = vectors
@@ -149,7 +151,7 @@ class MemoryManager:
                                      ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
         cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
-        retriever = Retriever(self.storage, settings, embedder=embedder, vectors=vectors, vector_cache=cache,
+        retriever = Retriever(self.storage, self.keywords, settings, embedder=embedder, vectors=vectors, vector_cache=cache,
                               today=self._today)
         return _SearchSide(vectors, cache, retriever)
 
@@ -602,10 +604,10 @@ class MemoryManager:
         chunks if they disagree (``rebuilt`` also says so when opening the index had to). The substring index takes in its queue first: the check compares
         every chunk."""
         caught_up = self.storage.trigram_queue()
-        rebuilt = not self.storage.check_fts()
+        rebuilt = not self.keywords.check()
         if rebuilt:
-            self.storage.rebuild_fts()
-        return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt or self.storage.rebuilt_on_open)
+            self.keywords.rebuild()
+        return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt or self.keywords.rebuilt_on_open)
 
     def count_cached_vectors(self) -> int:
         """How many vectors the embedding cache holds (the nightly collection bounds it)."""

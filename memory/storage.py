@@ -1,16 +1,16 @@
-"""SQLite storage of the index: files, chunks, the two FTS5 indexes and the embedding cache.
+"""SQLite storage of the index: files, chunks, their writes into the two FTS5 indexes, and the
+embedding cache.
 
-SQLite is the source of truth. ``chunks`` holds the text; ``chunks_fts`` (unicode61, over the
-segmented text, with a hashed scope column so that the scope filter is an index lookup) and
-``chunks_tri`` (trigram, external content over ``chunks.text``) are kept exact with FTS5's
-``'delete'`` command, never a bare DELETE, and rows keep their rowid because writes are UPSERTs.
+SQLite is the source of truth. ``chunks`` holds the text; as chunks are written, ``chunks_fts``
+and ``chunks_tri`` are kept exact with FTS5's ``'delete'`` command, never a bare DELETE, and rows
+keep their rowid because writes are UPSERTs. Searching those indexes and keeping them whole is
+:mod:`memory.keyword_index`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chunker import Chunk
 from .database import Database
-from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
+from .keyword import segment
 
 if TYPE_CHECKING:  # imported by the methods that make vectors: reading files and versions never needs it
     import numpy as np
@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # imported by the methods that make vectors: reading files an
 log = logging.getLogger(__name__)
 
 
-#: The keyword indexes (FTS5 virtual tables), one statement each: :meth:`IndexStorage.rebuild_fts`
-#: may have to create them again inside a transaction, where a script cannot run.
+#: The keyword indexes (FTS5 virtual tables), one statement each: ``KeywordIndex.rebuild``
+#: (:mod:`memory.keyword_index`) may have to create them again inside a transaction, where a
+#: script cannot run.
 KEYWORD_INDEXES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 ("
     " scope_tag, seg, content='', tokenize='unicode61 remove_diacritics 2')",
@@ -38,11 +39,6 @@ KEYWORD_INDEXES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 ("
     " text, content='chunks', content_rowid='rowid', tokenize='trigram')",
 )
-_KEYWORD_TABLES = ("chunks_fts", "chunks_fts_vocab", "chunks_tri")
-#: The plain tables FTS5 keeps each index in (fts5vocab keeps none).
-_FTS_SHADOW_TABLES = tuple(f"{table}_{part}" for table in ("chunks_fts", "chunks_tri")
-                           for part in ("data", "idx", "content", "docsize", "config"))
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -73,18 +69,11 @@ _UNUSED_SCHEMA = (
 )
 _CACHED_VECTORS = "SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
 
-#: A query whose every term is in more chunks than this is ranked among its newest matches.
-BROAD_MATCHES = 5000
-#: Scopes holding at least this share of the chunks are searched without the scope clause.
-UNSCOPED_SHARE = 0.5
 SCOPE_COUNTS_TTL_S = 30.0
 #: A scope with more vectors than this is loaded by scanning the embedding cache, not by lookups.
 SCAN_VECTORS_OVER = 5000
 #: Chunks added to the trigram index per transaction by :meth:`IndexStorage.fill_trigram` (~0.1 s).
 TRIGRAM_BATCH = 1000
-#: FTS5's in-memory term buffer before it writes a segment (default 1 MiB): bulk writes of 10k
-#: chunks are ~20% faster with 32 MiB (fewer, larger segments to merge); small writes never fill it.
-FTS_HASHSIZE = 32 * 2**20
 
 
 def scope_tag(scope: str) -> str:
@@ -104,12 +93,6 @@ class StoredChunk:
 
 
 @dataclass(frozen=True)
-class KeywordHit:
-    chunk: StoredChunk
-    score: float
-
-
-@dataclass(frozen=True)
 class FileRecord:
     scope: str
     path: str
@@ -119,15 +102,8 @@ class FileRecord:
     indexed_at: float = 0.0
 
 
-def _ranked(rows: Sequence[Sequence[object]]) -> list[KeywordHit]:
-    """Hits from rows whose last column is a bm25() rank, ordered best first."""
-    if not rows:
-        return []
-    best = min(float(row[7]) for row in rows)  # type: ignore[arg-type]
-    return [KeywordHit(_stored(row), bm25_to_score(float(row[7]), best)) for row in rows]  # type: ignore[arg-type]
-
-
-_CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text"
+#: A chunk row's columns in :class:`StoredChunk`'s order (the chunks table aliased ``c``).
+CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text"
 _IN_BATCH = 500  # values per IN (...) list: far below SQLite's parameter limit, and short lists plan well
 
 _Run = Callable[[str, Sequence[object]], Iterable[Sequence[Any]]]
@@ -142,7 +118,8 @@ def _rows_in(run: _Run, sql: str, values: Sequence[object], *, before: Sequence[
         yield from run(sql.format(marks=",".join("?" * len(batch))), (*before, *batch, *after))
 
 
-def _stored(row: Sequence[object]) -> StoredChunk:
+def stored_chunk(row: Sequence[object]) -> StoredChunk:
+    """The chunk of a row that starts with :data:`CHUNK_COLUMNS`."""
     return StoredChunk(*row[:7])  # type: ignore[arg-type]
 
 
@@ -152,40 +129,11 @@ class IndexStorage:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
-        #: Whether opening found a keyword index that would not open, and rebuilt it (doctor says so).
-        self.rebuilt_on_open = False
-        self._open_keyword_indexes()
-        self._configure_fts()
-        self._df_cache: dict[str, int] = {}
-        self._df_total = 0
         self._stats_lock = threading.Lock()
         self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
-
-    def _open_keyword_indexes(self) -> None:
-        """Make sure both keyword indexes open. One whose structure record or config row is lost
-        opens for nothing (every sync, search and write fails on it), so it is made anew from the
-        chunks here, where every process starts; the probe costs microseconds."""
-        try:
-            with self.db.read() as conn:
-                for table in ("chunks_fts", "chunks_tri"):
-                    conn.execute(f"SELECT rowid FROM {table} WHERE rowid = 0").fetchall()
-        except sqlite3.DatabaseError as exc:
-            log.warning("keyword index cannot be opened (%s); rebuilding it from the chunks", exc)
-            self.rebuild_fts()
-            self.rebuilt_on_open = True
-
-    def _configure_fts(self) -> None:
-        for table in ("chunks_fts", "chunks_tri"):
-            try:
-                with self.db.lock:
-                    row = self.db.conn.execute(f"SELECT v FROM {table}_config WHERE k = 'hashsize'").fetchone()
-                    if row is None or int(row[0]) != FTS_HASHSIZE:
-                        self.db.conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
-            except sqlite3.DatabaseError as exc:  # an SQLite without the option: only slower
-                log.debug("FTS5 hashsize not set on %s: %s", table, exc)
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
@@ -364,16 +312,16 @@ class IndexStorage:
 
     def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
         """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
-        sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({{marks}})"
+        sql = (f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({{marks}})"
                f" AND +c.scope IN ({','.join('?' * len(scopes))})")  # unary + keeps the planner on the id index
-        return {row[1]: _stored(row) for row in _rows_in(self.db.query, sql, ids, after=scopes)}
+        return {row[1]: stored_chunk(row) for row in _rows_in(self.db.query, sql, ids, after=scopes)}
 
     def dated_chunks(self, scopes: Sequence[str], first_path: str, last_path: str, limit: int) -> list[StoredChunk]:
         """Chunks of files whose path sorts between ``first_path`` and ``last_path`` (daily files
         ``memory/YYYY-MM-DD.md`` of a date range sort by date), newest first, at most ``limit``."""
-        sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.scope IN ({','.join('?' * len(scopes))})"
+        sql = (f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.scope IN ({','.join('?' * len(scopes))})"
                " AND c.path BETWEEN ? AND ? ORDER BY c.path DESC, c.start_line LIMIT ?")
-        return [_stored(row) for row in self.db.query(sql, (*scopes, first_path, last_path, limit))]
+        return [stored_chunk(row) for row in self.db.query(sql, (*scopes, first_path, last_path, limit))]
 
     def scope_chunks(self, scope: str) -> list[tuple[str, int, int, str, str]]:
         """(path, start_line, end_line, text, text_hash) of every chunk of ``scope``."""
@@ -388,130 +336,6 @@ class IndexStorage:
     def all_chunk_ids(self) -> set[str]:
         return {r[0] for r in self.db.query("SELECT id FROM chunks")}
 
-    # --------------------------------------------------------- keyword search
-    def search_keyword(self, query: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
-        """The keyword chain: word index, then trigram, then a bounded LIKE scan.
-
-        ASCII and CJK queries alike go to the segmented word index first (bigrams make 1-2
-        character CJK queries an index lookup). When that finds nothing, trigram catches
-        substrings of 3+ characters; LIKE catches 1-2 character pieces of words.
-        """
-        built = build_query(query)
-        try:
-            hits = self._search_chain(built, scopes, limit)
-        except sqlite3.DatabaseError as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            primary = code & 0xFF if isinstance(code, int) else None
-            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                # Another writer held the file for all of busy_timeout: nothing is damaged, so
-                # nothing is rebuilt (that would want the same lock); this search goes without keywords.
-                log.warning("keyword search skipped, the index is busy (%s); the next search retries", exc)
-                return []
-            if primary != sqlite3.SQLITE_CORRUPT:
-                raise
-            log.warning("keyword index failed (%s); rebuilding it from the chunks table", exc)
-            self.rebuild_fts()
-            hits = self._search_chain(built, scopes, limit)
-        return hits
-
-    def _search_chain(self, built: KeywordQuery, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
-        drop, broad = self._term_statistics(built)
-        words = built.words(drop)
-        if words:
-            hits = self._search_words(words, scopes, limit, newest_first=broad)
-            if hits:
-                return hits
-        if built.trigram:
-            hits = self._search_trigram(built, scopes, limit)
-            if hits:
-                return hits
-        # Every CJK character and bigram is in the word index, and trigram takes 3+ characters:
-        # what is left for a LIKE scan is a 1-2 character piece of an ASCII word.
-        short = [term for term in built.like_terms if len(term) < 3 and not has_cjk(term)]
-        return self._search_like(short, scopes, limit)
-
-    def _term_statistics(self, built: KeywordQuery) -> tuple[frozenset[str], bool]:
-        """(tokens too common to rank, whether what is left is still broad), from fts5vocab.
-
-        See :func:`common_tokens`. "Broad" means every remaining term is in more than
-        ``BROAD_MATCHES`` chunks: ranking all of them by BM25 costs ~50-100 ms at 100k chunks.
-        """
-        tokens = [t.token for t in built.word_terms if t.token is not None]
-        if not tokens:
-            return frozenset(), False
-        total = int(self.db.query("SELECT count(*) FROM chunks")[0][0])
-        frequencies = self._document_frequencies(tokens, total)
-        phrases = any(t.token is None for t in built.word_terms)
-        drop = common_tokens(frequencies, total, other_terms=phrases) if len(built.word_terms) > 1 else frozenset()
-        kept = [docs for token, docs in frequencies.items() if token not in drop]
-        broad = not phrases and bool(kept) and min(kept) > BROAD_MATCHES
-        return drop, broad
-
-    def term_weights(self, tokens: Sequence[str]) -> dict[str, float]:
-        """BM25's inverse document frequency of each word-index token, over the whole index: how
-        much finding that token in a chunk says (a speaker's name in every line says little)."""
-        total = max(1, sum(self.scope_counts().values()))
-        frequencies = self._document_frequencies(tokens, total)
-        return {token: math.log(1.0 + (total - docs + 0.5) / (docs + 0.5)) for token, docs in frequencies.items()}
-
-    def _document_frequencies(self, tokens: Sequence[str], total: int) -> dict[str, int]:
-        """How many chunks hold each token, cached while the index size stays within 10%.
-
-        fts5vocab counts a term by walking its whole document list (~6 ms for a term in every one
-        of 100k chunks), so the same common words must not be counted on every search. A
-        frequency a little stale is fine for deciding what is common.
-        """
-        with self._stats_lock:
-            if abs(total - self._df_total) > 0.1 * max(self._df_total, 1):
-                self._df_cache.clear()
-                self._df_total = total
-            missing = [t for t in dict.fromkeys(tokens) if t not in self._df_cache]
-        for token in missing:
-            rows = self.db.query("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (token,))
-            with self._stats_lock:
-                if len(self._df_cache) > 50_000:
-                    self._df_cache.clear()
-                self._df_cache[token] = int(rows[0][0]) if rows else 0
-        with self._stats_lock:
-            return {token: self._df_cache.get(token, 0) for token in tokens}
-
-    def _search_words(self, expr: str, scopes: Sequence[str], limit: int, *, newest_first: bool = False) -> list[KeywordHit]:
-        """BM25-ranked hits; for a broad query, the newest ``limit × 4`` matches ranked by BM25.
-
-        FTS5 walks matches in rowid order and computes bm25() only for the rows it returns, so the
-        newest-first form costs a few milliseconds however many chunks match. Newer chunks are
-        the likelier memory anyway (and dated daily files decay with age).
-
-        When the scopes hold most of the index, the scope clause costs more than it saves (it
-        walks a posting list as long as the table): the query runs unscoped for a few more rows
-        than needed and keeps the in-scope ones. That is exact whenever enough of them remain
-        (the scope column has BM25 weight 0, so ranks are the same); otherwise the scoped form runs.
-        """
-        wanted = limit * 4 if newest_first else limit
-        share = self.scope_share(scopes)
-        if share >= UNSCOPED_SHARE:
-            rows = self._word_rows(f"seg : ({expr})", scopes, int(wanted / share * 1.5) + 8, newest_first)
-            if len(rows) >= wanted:
-                if newest_first:  # the same newest ``wanted`` in-scope rows the scoped form ranks
-                    newest = sorted(rows, key=lambda row: -row[0])[:wanted]
-                    rows = sorted(newest, key=lambda row: row[7])
-                return _ranked(rows[:limit])
-        tags = " OR ".join(f'"{scope_tag(s)}"' for s in scopes)
-        rows = self._word_rows(f"scope_tag : ({tags}) AND seg : ({expr})", scopes, wanted, newest_first)
-        return _ranked(rows[:limit])
-
-    def _word_rows(self, match: str, scopes: Sequence[str], fetch: int, newest_first: bool) -> list[sqlite3.Row]:
-        """The first ``fetch`` FTS matches (best or newest), joined to their in-scope chunks, by rank."""
-        inner = (
-            "SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
-            + (" ORDER BY rowid DESC LIMIT ?" if newest_first else " ORDER BY rank LIMIT ?")
-        )
-        return self.db.query(
-            f"SELECT {_CHUNK_COLUMNS}, f.rank FROM ({inner}) f JOIN chunks c ON c.rowid = f.rowid"
-            f" WHERE +c.scope IN ({','.join('?' * len(scopes))}) ORDER BY f.rank",
-            (match, fetch, *scopes),
-        )
-
     def scope_counts(self) -> dict[str, int]:
         """Chunks per scope, at most 30 s old (exact after this process's own writes).
 
@@ -525,128 +349,6 @@ class IndexStorage:
             with self._stats_lock:
                 self._scope_counts = (time.monotonic(), counts)
         return counts
-
-    def scope_share(self, scopes: Sequence[str]) -> float:
-        """The share of all chunks that ``scopes`` hold (see :meth:`_search_words`)."""
-        counts = self.scope_counts()
-        total = sum(counts.values())
-        return sum(counts.get(scope, 0) for scope in set(scopes)) / total if total else 0.0
-
-    def _search_trigram(self, built: KeywordQuery, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
-        """BM25 over the trigram index, plus a scan of the chunks still queued for it (if any).
-
-        The scan gives the same matches the index will (trigram is case-insensitive, so is
-        ``instr(lower())``), scored like the LIKE fallback, below BM25 hits.
-
-        The index and the queue are read in one snapshot: a filler commit between two separate
-        reads would move a chunk from the queue into the index unseen by either.
-        """
-        scope_marks = ",".join("?" * len(scopes))
-        with self.db.read():
-            rows = self.db.query(
-                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_tri) AS rank FROM chunks_tri JOIN chunks c"
-                f" ON c.rowid = chunks_tri.rowid WHERE chunks_tri MATCH ? AND c.scope IN ({scope_marks})"
-                " ORDER BY rank LIMIT ?",
-                (built.trigram, *scopes, limit),
-            )
-            hits = _ranked(rows)
-            if self.db.query("SELECT EXISTS (SELECT 1 FROM tri_pending)")[0][0]:
-                terms = [term for term in built.like_terms if len(term) >= 3]
-                seen = {hit.chunk.id for hit in hits}
-                queued = self._search_like(terms, scopes, limit, queued_only=True)
-                hits = sorted(hits + [hit for hit in queued if hit.chunk.id not in seen], key=lambda h: -h.score)[:limit]
-        return hits
-
-    def _search_like(
-        self, terms: Sequence[str], scopes: Sequence[str], limit: int, *, queued_only: bool = False
-    ) -> list[KeywordHit]:
-        """Ranked by the share of terms found; scores stay in (0, 0.5], below a full BM25 match."""
-        if not terms:
-            return []
-        scope_marks = ",".join("?" * len(scopes))
-        hit_sum = " + ".join("(instr(lower(c.text), lower(?)) > 0)" for _ in terms)
-        any_hit = " OR ".join("instr(lower(c.text), lower(?)) > 0" for _ in terms)
-        queued = " AND c.rowid IN (SELECT rowid FROM tri_pending)" if queued_only else ""
-        rows = self.db.query(
-            f"SELECT {_CHUNK_COLUMNS}, ({hit_sum}) AS matched FROM chunks c"
-            f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}){queued} ORDER BY matched DESC, c.rowid LIMIT ?",
-            (*terms, *scopes, *terms, limit),
-        )
-        return [KeywordHit(_stored(row), 0.5 * row[7] / len(terms)) for row in rows]
-
-    # ------------------------------------------------------------ FTS upkeep
-    def check_fts(self) -> bool:
-        """True when both FTS indexes agree with themselves and the chunks table.
-
-        The trigram queue is emptied first: the check compares the index with every chunk.
-        """
-        try:
-            while self.fill_trigram():
-                pass
-            with self.db.lock:
-                self.db.conn.execute("INSERT INTO chunks_tri (chunks_tri, rank) VALUES ('integrity-check', 1)")
-                self.db.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
-                fts_rows = self.db.conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]
-                chunk_rows = self.db.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            return bool(fts_rows == chunk_rows)
-        except sqlite3.DatabaseError as exc:
-            log.warning("FTS integrity check failed: %s", exc)
-            return False
-
-    def merge_keyword_indexes(self) -> None:
-        """Merge each FTS5 index into one segment: a deleted chunk's terms stay in the old segments
-        (under a delete marker) until a merge drops them, so forgetting is not done before this."""
-        with self.db.transaction() as conn:
-            for table in ("chunks_fts", "chunks_tri"):
-                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-
-    def rebuild_fts(self) -> None:
-        """Rebuild both keyword indexes from ``chunks`` (the truth), keeping the database.
-
-        An index that cannot even be opened (its structure record or config row lost: "vtable
-        constructor failed", "invalid fts5 file format") can be neither rebuilt nor dropped
-        through FTS5, so its tables are made anew (:meth:`_recreate_keyword_indexes`).
-        """
-        try:
-            with self.db.transaction() as conn:
-                self._refill_keyword_indexes(conn)
-        except sqlite3.DatabaseError as exc:
-            log.warning("keyword index cannot be opened (%s); making its tables anew from the chunks", exc)
-            with self.db.transaction() as conn:
-                self._recreate_keyword_indexes(conn)
-                self._refill_keyword_indexes(conn)
-            self._configure_fts()
-
-    @staticmethod
-    def _recreate_keyword_indexes(conn: sqlite3.Connection) -> None:
-        """Drop the keyword indexes without opening them, and create them empty, in the caller's
-        transaction (a crash leaves the damaged index, which the next rebuild repairs).
-
-        DROP TABLE on a virtual table runs its constructor, which is what fails. So the shadow
-        tables are dropped as the plain tables they are, the virtual tables' rows leave the schema
-        through ``writable_schema``, and the schema is reloaded. The DROPs change the schema
-        cookie: every reader connection reloads the schema before its next statement.
-        """
-        conn.execute("PRAGMA writable_schema = ON")
-        try:
-            for name in _FTS_SHADOW_TABLES:
-                conn.execute(f"DROP TABLE IF EXISTS {name}")
-            conn.execute(f"DELETE FROM sqlite_master WHERE type = 'table' AND name IN ({', '.join('?' * len(_KEYWORD_TABLES))})",
-                         _KEYWORD_TABLES)
-        finally:
-            conn.execute("PRAGMA writable_schema = RESET")
-        for statement in KEYWORD_INDEXES:
-            conn.execute(statement)
-
-    def _refill_keyword_indexes(self, conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO chunks_tri (chunks_tri) VALUES ('rebuild')")
-        conn.execute("DELETE FROM tri_pending")
-        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
-        rows = conn.execute("SELECT rowid, scope, text FROM chunks").fetchall()
-        conn.executemany(
-            "INSERT INTO chunks_fts (rowid, scope_tag, seg) VALUES (?, ?, ?)",
-            ((rowid, scope_tag(scope), segment(text)) for rowid, scope, text in rows),
-        )
 
     # ------------------------------------------------------- embedding cache
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ import numpy as np
 from ..chunker import text_hash
 from ..config import MemorySettings
 from ..embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from ..keyword_index import KeywordIndex
 from ..scopes import DAILY_DIR, KNOWLEDGE_SCOPE
 from ..storage import IndexStorage, StoredChunk
 from ..vector_cache import VectorCache
@@ -51,6 +52,7 @@ class Retriever:
     def __init__(
         self,
         storage: IndexStorage,
+        keywords: KeywordIndex,
         settings: MemorySettings,
         *,
         embedder: EmbeddingProvider | None,
@@ -59,6 +61,7 @@ class Retriever:
         today: Callable[[], date],
     ) -> None:
         self.storage = storage
+        self.keywords = keywords
         self.settings = settings
         self.embedder = embedder
         self.vectors = vectors
@@ -102,8 +105,8 @@ class Retriever:
             found.chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
             found.vector = {cid: sim for cid, sim in hits if cid in found.chunks}
         words = keyword_text(query, window.phrases if window else ())
-        weights = self.storage.term_weights(query_terms(words))
-        for hit in self.storage.search_keyword(words, scopes, depth):
+        weights = self.keywords.term_weights(query_terms(words))
+        for hit in self.keywords.search(words, scopes, depth):
             found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text)
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:

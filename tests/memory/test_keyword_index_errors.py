@@ -9,17 +9,18 @@ import pytest
 from memory import chunk_text
 from memory.chunker import text_hash
 from memory.database import Database
+from memory.keyword_index import KeywordIndex
 from memory.storage import FileRecord, IndexStorage
 
 
 @pytest.fixture
-def storage(tmp_path) -> IndexStorage:
+def keywords(tmp_path) -> KeywordIndex:
     store = IndexStorage(Database(tmp_path / "index.db"))
     text = "- the parrot says hello\n"
     with store.write() as conn:
         chunks = chunk_text(text, scope="alice", path="MEMORY.md", max_chars=400, overlap_lines=0)
         store.replace_file(conn, FileRecord("alice", "MEMORY.md", text_hash(text), 0.0, len(text)), chunks)
-    yield store
+    yield KeywordIndex(store)
     store.db.close()
 
 
@@ -41,41 +42,41 @@ def _locked_error(tmp_path) -> sqlite3.OperationalError:
 
 
 def test_a_locked_database_degrades_the_keyword_search_and_rebuilds_nothing(
-    storage, monkeypatch, caplog, tmp_path
+    keywords, monkeypatch, caplog, tmp_path
 ) -> None:
     locked = _locked_error(tmp_path)
     assert str(locked) == "database is locked"
     rebuilds: list[None] = []
-    monkeypatch.setattr(storage, "rebuild_fts", lambda: rebuilds.append(None))
-    search_chain = storage._search_chain
+    monkeypatch.setattr(keywords, "rebuild", lambda: rebuilds.append(None))
+    search_chain = keywords._search_chain
 
     def held_once(*args: object) -> object:
-        monkeypatch.setattr(storage, "_search_chain", search_chain)
+        monkeypatch.setattr(keywords, "_search_chain", search_chain)
         raise locked
 
-    monkeypatch.setattr(storage, "_search_chain", held_once)
+    monkeypatch.setattr(keywords, "_search_chain", held_once)
     caplog.set_level("WARNING")
-    assert storage.search_keyword("parrot", ["alice"], 5) == []
+    assert keywords.search("parrot", ["alice"], 5) == []
     assert rebuilds == [] and "database is locked" in caplog.text
-    assert [hit.chunk.path for hit in storage.search_keyword("parrot", ["alice"], 5)] == ["MEMORY.md"]
+    assert [hit.chunk.path for hit in keywords.search("parrot", ["alice"], 5)] == ["MEMORY.md"]
 
 
-def test_a_corrupt_keyword_index_is_rebuilt_during_the_search(storage) -> None:
-    with storage.db.lock:
-        storage.db.conn.execute("DELETE FROM chunks_fts_data WHERE id > 1")
-        storage.db.conn.execute("DELETE FROM chunks_tri_data WHERE id > 1")
-    assert [hit.chunk.path for hit in storage.search_keyword("parrot", ["alice"], 5)] == ["MEMORY.md"]
-    assert storage.check_fts()
+def test_a_corrupt_keyword_index_is_rebuilt_during_the_search(keywords) -> None:
+    with keywords.db.lock:
+        keywords.db.conn.execute("DELETE FROM chunks_fts_data WHERE id > 1")
+        keywords.db.conn.execute("DELETE FROM chunks_tri_data WHERE id > 1")
+    assert [hit.chunk.path for hit in keywords.search("parrot", ["alice"], 5)] == ["MEMORY.md"]
+    assert keywords.check()
 
 
-def test_another_database_error_is_raised_and_rebuilds_nothing(storage, monkeypatch) -> None:
+def test_another_database_error_is_raised_and_rebuilds_nothing(keywords, monkeypatch) -> None:
     rebuilds: list[None] = []
-    monkeypatch.setattr(storage, "rebuild_fts", lambda: rebuilds.append(None))
+    monkeypatch.setattr(keywords, "rebuild", lambda: rebuilds.append(None))
 
     def broken(*args: object) -> None:
         raise sqlite3.OperationalError("no such column: nope")
 
-    monkeypatch.setattr(storage, "_search_chain", broken)
+    monkeypatch.setattr(keywords, "_search_chain", broken)
     with pytest.raises(sqlite3.OperationalError, match="no such column"):
-        storage.search_keyword("parrot", ["alice"], 5)
+        keywords.search("parrot", ["alice"], 5)
     assert rebuilds == []

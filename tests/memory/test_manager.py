@@ -52,7 +52,7 @@ def test_resync_of_an_edited_file_leaves_no_stale_hits(workspace, make_manager) 
         "mango" not in r.text for r in manager.search("mango", "alice", min_score=0))
     assert [r.text for r in manager.search("papaya", "alice")] == ["- favourite fruit: papaya\n- city: Lisbon"]
     assert paths(manager.search("rocket", "alice")) == [("memory/2026-12-01.md", 1)]
-    assert manager.storage.check_fts()
+    assert manager.keywords.check()
 
 
 def test_a_5000_character_line_is_fully_findable(workspace, make_manager) -> None:
@@ -402,7 +402,7 @@ def test_database_is_sqlite_wal(workspace, make_manager) -> None:
     conn = sqlite3.connect(workspace.db_path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-    assert manager.storage.check_fts()
+    assert manager.keywords.check()
 
 
 def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
@@ -439,7 +439,7 @@ def test_substrings_are_found_while_queued_for_the_trigram_index(workspace, make
     assert manager.finish_indexing() == 1 and manager.storage.trigram_queue() == 0
     assert manager.db.query(in_trigram_index)[0][0] == 1
     assert [r.path for r in manager.search("deploym", "alice")] == ["MEMORY.md"]
-    assert manager.storage.check_fts()
+    assert manager.keywords.check()
 
 
 def test_editing_and_deleting_queued_chunks_keeps_the_indexes_exact(workspace, make_manager, no_background_fill) -> None:
@@ -456,7 +456,7 @@ def test_editing_and_deleting_queued_chunks_keeps_the_indexes_exact(workspace, m
     manager.finish_indexing()
     memory_md.write_text("- the password is pelican\n", encoding="utf-8")
     manager.sync()  # now an indexed chunk changes: its trigram entry is deleted with the old text
-    assert manager.storage.check_fts()
+    assert manager.keywords.check()
     assert manager.search("batros", "alice", min_score=0) == []
     assert [r.text for r in manager.search("elica", "alice")] == ["- the password is pelican"]
 
@@ -467,7 +467,7 @@ def test_the_background_fill_empties_the_queue(workspace, make_manager) -> None:
     manager = make_manager(embedder=None, chunk_max_chars=64)
     manager.sync()
     wait_for_empty_queue(manager)
-    assert manager.storage.check_fts()
+    assert manager.keywords.check()
     assert manager.search("bservato", "alice")
 
 
@@ -481,7 +481,7 @@ def test_a_queue_left_by_a_crash_is_filled_by_the_next_process(workspace, make_m
     assert second.storage.trigram_queue() == 1
     second.sync()  # nothing changed on disk, but the queue is not empty: the filler starts
     wait_for_empty_queue(second)
-    assert second.storage.check_fts()
+    assert second.keywords.check()
 
 
 def wait_for_empty_queue(manager: MemoryManager) -> None:

@@ -12,11 +12,12 @@ import pytest
 from fakes import HANG_GUARD_S
 from support.sqlite_locker import write_lock_held
 
-from memory import chunk_text
+from memory import chunk_text, keyword_index
 from memory import storage as storage_module
 from memory.chunker import text_hash
 from memory.database import Database
 from memory.keyword import build_query
+from memory.keyword_index import KeywordIndex
 from memory.storage import FileRecord, IndexStorage
 
 WORDS = [f"w{i}" for i in range(60)] + ["rare", "alicesecret"]
@@ -41,6 +42,11 @@ def storage(tmp_path) -> IndexStorage:
     store.db.close()
 
 
+@pytest.fixture
+def keywords(storage) -> KeywordIndex:
+    return KeywordIndex(storage)
+
+
 def ids(hits) -> list[tuple[str, float]]:
     return [(hit.chunk.id, round(hit.score, 9)) for hit in hits]
 
@@ -48,27 +54,27 @@ def ids(hits) -> list[tuple[str, float]]:
 @pytest.mark.parametrize("newest_first", [False, True])
 @pytest.mark.parametrize("query", ["w3", "w7 w12", "w59 w1 w2", "rare", "alicesecret w4", "nothing"])
 @pytest.mark.parametrize("scopes", [["group", "@knowledge"], ["alice", "@knowledge"], ["group", "alice"]])
-def test_unscoped_word_query_gives_the_scoped_answer(storage, monkeypatch, query, scopes, newest_first) -> None:
+def test_unscoped_word_query_gives_the_scoped_answer(keywords, monkeypatch, query, scopes, newest_first) -> None:
     expr = build_query(query).words()
     assert expr
-    fast = storage._search_words(expr, scopes, 8, newest_first=newest_first)
-    monkeypatch.setattr(storage_module, "UNSCOPED_SHARE", 2.0)  # never unscoped
-    scoped = storage._search_words(expr, scopes, 8, newest_first=newest_first)
+    fast = keywords._search_words(expr, scopes, 8, newest_first=newest_first)
+    monkeypatch.setattr(keyword_index, "UNSCOPED_SHARE", 2.0)  # never unscoped
+    scoped = keywords._search_words(expr, scopes, 8, newest_first=newest_first)
     assert ids(fast) == ids(scoped)
     assert all(hit.chunk.scope in scopes for hit in fast)
 
 
-def test_a_big_scope_never_returns_another_scopes_rows(storage) -> None:
-    assert storage.scope_share(["group"]) > 0.9
-    hits = storage.search_keyword("alicesecret", ["group", "@knowledge"], 8)
+def test_a_big_scope_never_returns_another_scopes_rows(keywords) -> None:
+    assert keywords.scope_share(["group"]) > 0.9
+    hits = keywords.search("alicesecret", ["group", "@knowledge"], 8)
     assert hits == []  # found only in alice's scope: filtered, then the scoped query finds nothing
-    assert [h.chunk.scope for h in storage.search_keyword("alicesecret", ["alice"], 8)] == ["alice"] * 4
+    assert [h.chunk.scope for h in keywords.search("alicesecret", ["alice"], 8)] == ["alice"] * 4
 
 
-def test_scope_counts_are_refreshed_after_a_write(storage) -> None:
-    before = storage.scope_share(["alice"])
+def test_scope_counts_are_refreshed_after_a_write(storage, keywords) -> None:
+    before = keywords.scope_share(["alice"])
     fill(storage, "alice", 30, 60, random.Random(1))
-    assert storage.scope_share(["alice"]) > before + 0.3
+    assert keywords.scope_share(["alice"]) > before + 0.3
 
 
 def test_generations_count_changes_per_scope(storage) -> None:
@@ -99,7 +105,7 @@ def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch
     assert storage.scope_vectors("alice", "m2")[1] == []
 
 
-def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storage, monkeypatch) -> None:
+def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storage, keywords, monkeypatch) -> None:
     """Issue 15 #14: a filler commit between the read of the trigram index and the read of its
     queue hid a chunk from both. Another connection (as another process's filler) commits right
     after the index read; the search still finds every chunk, from the queue it saw."""
@@ -117,12 +123,12 @@ def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storag
 
     monkeypatch.setattr(storage.db, "query", index_read_then_fill)
     try:
-        hits = storage._search_trigram(built, ["alice"], 8)
+        hits = keywords._search_trigram(built, ["alice"], 8)
     finally:
         filler.db.close()
     assert filled and filled[0] > 0 and storage.trigram_queue() == 0  # the fill ran between the reads
     assert len(hits) == 4 and {hit.chunk.scope for hit in hits} == {"alice"}
-    assert {hit.chunk.id for hit in hits} == {hit.chunk.id for hit in storage._search_trigram(built, ["alice"], 8)}
+    assert {hit.chunk.id for hit in hits} == {hit.chunk.id for hit in keywords._search_trigram(built, ["alice"], 8)}
 
 
 def segments(storage: IndexStorage, table: str) -> int:
@@ -130,7 +136,7 @@ def segments(storage: IndexStorage, table: str) -> int:
     return int(storage.db.query(f"SELECT count(DISTINCT segid) FROM {table}_idx")[0][0])
 
 
-def test_a_change_across_many_files_adds_at_most_two_segments_to_each_keyword_index(storage) -> None:
+def test_a_change_across_many_files_adds_at_most_two_segments_to_each_keyword_index(storage, keywords) -> None:
     """A forget rewrites a line in many files at once. Written in file order, the FTS5 deletes go
     up and down in rowid, and FTS5 wrote one segment per step down: past 16 it merged the whole
     level, the bulk load's big segments with it (2 s of the forget's 2.5 s in a 100k-chunk index)."""
@@ -148,17 +154,17 @@ def test_a_change_across_many_files_adds_at_most_two_segments_to_each_keyword_in
             storage.replace_file(conn, FileRecord("group", path, text_hash(text), 0.0, len(text)), chunks)
     after = {table: segments(storage, table) for table in before}
     assert after["chunks_fts"] - before["chunks_fts"] <= 2 and after["chunks_tri"] - before["chunks_tri"] <= 1
-    assert storage.check_fts()
+    assert keywords.check()
 
 
-def test_reads_go_on_while_a_write_waits_for_another_process(storage) -> None:
+def test_reads_go_on_while_a_write_waits_for_another_process(storage, keywords) -> None:
     """A write waiting (up to busy_timeout) for another process's lock holds this process's writer,
     not its readers: a search and a count answer from the last commit meanwhile."""
     entering = threading.Event()
     storage.db.conn.set_trace_callback(lambda sql: entering.set() if sql == "BEGIN IMMEDIATE" else None)
     text = "alicesecret again\n"
     record = FileRecord("alice", "memory/2026-12-01.md", text_hash(text), 0.0, len(text))
-    before, hits_before = storage.count_chunks("alice"), len(storage.search_keyword("alicesecret", ["alice"], 10))
+    before, hits_before = storage.count_chunks("alice"), len(keywords.search("alicesecret", ["alice"], 10))
 
     def add_a_file() -> None:
         with storage.write() as conn:
@@ -167,9 +173,9 @@ def test_reads_go_on_while_a_write_waits_for_another_process(storage) -> None:
     with write_lock_held(storage.db.path) as release, ThreadPoolExecutor(1) as pool:
         writing = pool.submit(add_a_file)
         assert entering.wait(HANG_GUARD_S)  # the writer holds its lock and waits for the other process's
-        found = storage.search_keyword("alicesecret", ["alice"], 10)
+        found = keywords.search("alicesecret", ["alice"], 10)
         assert storage.count_chunks("alice") == before and not writing.done()
         release()
         writing.result(HANG_GUARD_S)
     assert (len(found), hits_before) == (4, 4) and storage.count_chunks("alice") == before + 1
-    assert len(storage.search_keyword("alicesecret", ["alice"], 10)) == 5
+    assert len(keywords.search("alicesecret", ["alice"], 10)) == 5

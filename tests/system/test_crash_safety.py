@@ -63,7 +63,7 @@ async def answers(cfg: Path) -> dict[str, list]:
 
     try:
         found = await asyncio.to_thread(ask)
-        assert services.memory.storage.trigram_queue() == 0 and services.memory.storage.check_fts()
+        assert services.memory.storage.trigram_queue() == 0 and services.memory.keywords.check()
         return found
     finally:
         services.close()
