@@ -40,6 +40,8 @@ _FTS_SHADOW_TABLES = tuple(f"{table}_{part}" for table in ("chunks_fts", "chunks
 
 @dataclass(frozen=True)
 class KeywordHit:
+    """A chunk the keyword chain found, with its keyword score in (0, 1]."""
+
     chunk: StoredChunk
     score: float
 
@@ -80,6 +82,7 @@ class KeywordIndex:
             self.rebuilt_on_open = True
 
     def _configure(self) -> None:
+        """Give both indexes :data:`FTS_HASHSIZE` (kept in the index's own config, so once is enough)."""
         for table in ("chunks_fts", "chunks_tri"):
             try:
                 with self.db.lock:
@@ -88,7 +91,6 @@ class KeywordIndex:
                         self.db.conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
             except sqlite3.DatabaseError as exc:  # an SQLite without the option: only slower
                 log.debug("FTS5 hashsize not set on %s: %s", table, exc)
-
 
     # ---------------------------------------------------------------- search
     def search(self, query: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
