@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 
 # CJK ideographs, kana and hangul: scripts written without spaces between words.
-_CJK = (
+CJK_CHARS = (
     "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
     "\U00020000-\U0002ebef"
 )
-_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
-_WORD_RE = re.compile(rf"[^\W{_CJK}]+|[{_CJK}]+", re.UNICODE)
-_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
+_CJK_RUN_RE = re.compile(f"[{CJK_CHARS}]+")
+_WORD_RE = re.compile(rf"[^\W{CJK_CHARS}]+|[{CJK_CHARS}]+", re.UNICODE)
+_CJK_CHAR_RE = re.compile(f"[{CJK_CHARS}]")
 
 
 def has_cjk(text: str) -> bool:

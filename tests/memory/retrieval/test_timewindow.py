@@ -62,6 +62,12 @@ def test_the_keyword_query_keeps_only_content_words() -> None:
     assert keyword_text("what is it?") == "what is it?"  # nothing but stop words: kept as asked
 
 
+def test_accented_words_stay_whole_and_possessives_lose_their_s() -> None:
+    assert keyword_text("What does my brother's fiancée do in Zürich?") == "brother fiancée Zürich"
+    assert query_terms(keyword_text("What do Melanie’s kids like?")) == ["melanie", "kids"]
+    assert keyword_text("Python教程在哪里?") == "Python 教程在"  # a CJK run stays apart from the word before it
+
+
 def test_keyword_evidence_is_the_share_of_the_question_a_note_holds() -> None:
     assert query_terms("Caroline LGBTQ support group") == ["caroline", "lgbtq", "support", "group"]
     weights = {"caroline": 0.5, "lgbtq": 3.0, "support": 1.0, "group": 1.0}  # IDF: the name is everywhere
