@@ -130,10 +130,7 @@ def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: in
     ranked = [(cid, r) for cid, r in ranked if r.score > 0 and engine._wanted(r, retriever.settings.min_score)]
     if variant.rescore is not None:
         variant.rescore(ranked)
-    ranked.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
-    if c.about_now and found.hybrid:
-        retriever._promote_updates(ranked, found.chunks)
-        ranked.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
+    retriever._order(ranked, found.chunks, promote=c.about_now and found.hybrid)
     return variant.diversify([r for _, r in ranked], limit)
 
 

@@ -32,9 +32,12 @@ UNSCOPED_SHARE = 0.5
 #: chunks are ~20% faster with 32 MiB (fewer, larger segments to merge); small writes never fill it.
 FTS_HASHSIZE = 32 * 2**20
 
+#: The two FTS5 indexes (the word index and the trigram index).
+_FTS_TABLES = ("chunks_fts", "chunks_tri")
+#: Every virtual table of the keyword side (the word index's vocabulary view included).
 _KEYWORD_TABLES = ("chunks_fts", "chunks_fts_vocab", "chunks_tri")
 #: The plain tables FTS5 keeps each index in (fts5vocab keeps none).
-_FTS_SHADOW_TABLES = tuple(f"{table}_{part}" for table in ("chunks_fts", "chunks_tri")
+_FTS_SHADOW_TABLES = tuple(f"{table}_{part}" for table in _FTS_TABLES
                            for part in ("data", "idx", "content", "docsize", "config"))
 
 
@@ -74,7 +77,7 @@ class KeywordIndex:
         chunks here, where every process starts; the probe costs microseconds."""
         try:
             with self.db.read() as conn:
-                for table in ("chunks_fts", "chunks_tri"):
+                for table in _FTS_TABLES:
                     conn.execute(f"SELECT rowid FROM {table} WHERE rowid = 0").fetchall()
         except sqlite3.DatabaseError as exc:
             log.warning("keyword index cannot be opened (%s); rebuilding it from the chunks", exc)
@@ -83,7 +86,7 @@ class KeywordIndex:
 
     def _configure(self) -> None:
         """Give both indexes :data:`FTS_HASHSIZE` (kept in the index's own config, so once is enough)."""
-        for table in ("chunks_fts", "chunks_tri"):
+        for table in _FTS_TABLES:
             try:
                 with self.db.lock:
                     row = self.db.conn.execute(f"SELECT v FROM {table}_config WHERE k = 'hashsize'").fetchone()
@@ -287,7 +290,7 @@ class KeywordIndex:
         """Merge each FTS5 index into one segment: a deleted chunk's terms stay in the old segments
         (under a delete marker) until a merge drops them, so forgetting is not done before this."""
         with self.db.transaction() as conn:
-            for table in ("chunks_fts", "chunks_tri"):
+            for table in _FTS_TABLES:
                 conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def rebuild(self) -> None:

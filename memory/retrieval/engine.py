@@ -77,11 +77,16 @@ class Retriever:
         found = self._gather(query, scopes, window, max(self.settings.candidates, limit * 4))
         results = [(cid, self._result(chunk, found, window, today, about_now)) for cid, chunk in found.chunks.items()]
         kept = [(cid, r) for cid, r in results if r.score > 0 and _wanted(r, min_score)]
-        kept.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
-        if about_now and found.hybrid:
-            self._promote_updates(kept, found.chunks)
-            kept.sort(key=lambda pair: (-pair[1].score, pair[1].path, pair[1].start_line))
+        self._order(kept, found.chunks, promote=about_now and found.hybrid)
         return diversify([r for _, r in kept], limit)
+
+    def _order(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk], *, promote: bool) -> None:
+        """Sort ``ranked`` best first (ties by path and line, so the order is stable); with
+        ``promote`` (a question about the present), newer notes on the same thing move up first."""
+        ranked.sort(key=_best_first)
+        if promote:
+            self._promote_updates(ranked, chunks)
+            ranked.sort(key=_best_first)
 
     def _promote_updates(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk]) -> None:
         """See :mod:`.updates`: the newer note about the same thing takes the older one's place."""
@@ -215,6 +220,10 @@ class Retriever:
             recency=round(parts.recency, 6),
             time_boost=round(parts.time, 6),
         )
+
+
+def _best_first(pair: tuple[str, SearchResult]) -> tuple[float, str, int]:
+    return -pair[1].score, pair[1].path, pair[1].start_line
 
 
 def _wanted(result: SearchResult, min_score: float) -> bool:
