@@ -91,6 +91,7 @@ class TelegramSettings(StrictSettings):
     webhook_port: int = Field(default=8443, ge=1, le=65535)
     secret_token: str | None = None
     allowed_users: list[str | int] = Field(default_factory=list)
+    album_wait_s: float = Field(default=1.0, gt=0, le=30)
 
 
 class SlackSettings(StrictSettings):

@@ -249,6 +249,7 @@ def build_channels(services: Services, bridge_stop: Callable[[], None], *, termi
             token=config.telegram.token, base_url=telegram.base_url, mode=telegram.mode, webhook_url=telegram.webhook_url,
             webhook_host=telegram.webhook_host, webhook_port=telegram.webhook_port,
             secret_token=telegram.secret_token, allowed_users=telegram.allowed_users,
+            album_wait_s=telegram.album_wait_s,
         ))
     if config.slack.enabled:
         from channels.slack import SlackChannel

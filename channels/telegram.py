@@ -8,14 +8,15 @@ is meant for the bot: a ``@botname`` mention, a reply to one of the bot's messag
 ``/command`` (bare, or ``/command@botname``); the handle is removed from the text the bridge
 sees. Voice notes, audio, photos and documents come as attachments (see
 :mod:`channels.telegram_files`), the caption as the text; a group's are turns when addressed like
-text (a caption mention, a reply to the bot). Edits, service messages and other update kinds are
+text (a caption mention, a reply to the bot). An album (several photos or files sent together)
+is one turn with all of them (:mod:`channels.telegram_albums`). Edits, service messages and other update kinds are
 ignored; other media (stickers, videos, locations) get a short note in private chats only.
 ``allowed_users`` is checked before anything else.
 
 Ordering. PTB hands updates over one at a time (``concurrent_updates`` off) and the handler
 filters an update and awaits ``on_message`` with it, which only queues the turn (the contract of
-:data:`~channels.base.MessageHandler`). Messages therefore reach ``on_message`` in arrival order
-by construction; ordering the turns per chat and dropping redeliveries (same chat and message id)
+:data:`~channels.base.MessageHandler`), through the album gatherer's one lock. Messages therefore
+reach ``on_message`` in arrival order by construction (an album in its first part's place); ordering the turns per chat and dropping redeliveries (same chat and message id)
 is the receiving side's one job (:mod:`channels.ordering`), not this module's.
 ``concurrent_updates(True)`` would run every update as a task of its own and promise no order. The
 non-text note is the one thing sent from the handler itself: one short call, so it keeps its
@@ -58,6 +59,7 @@ from .base import (
     oversize_notice,
     split_message,
 )
+from .telegram_albums import AlbumGatherer
 from .telegram_files import attachment_from_wire, attachments_of, ptb_seconds
 
 __all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
@@ -101,12 +103,14 @@ class TelegramChannel(Channel):
         poll_timeout: int = 10,
         typing_interval: float = 4.0,
         flood_attempts: int = 5,
+        album_wait_s: float = 1.0,
     ) -> None:
         """``base_url`` is PTB's form (the token is appended); ``base_file_url`` defaults to its
         ``/file/bot`` sibling. ``webhook_path`` is where the local server listens, by default the
         path of ``webhook_url``. ``poll_timeout`` is the long-poll wait in seconds,
         ``typing_interval`` how often "typing…" is renewed, ``flood_attempts`` how many tries a
-        call gets under flood control."""
+        call gets under flood control, ``album_wait_s`` how long an album's parts are awaited after
+        the last one came (:mod:`channels.telegram_albums`)."""
         if mode not in ("polling", "webhook"):
             raise ValueError(f"mode must be 'polling' or 'webhook', not {mode!r}")
         if mode == "webhook" and not webhook_url:
@@ -126,6 +130,10 @@ class TelegramChannel(Channel):
         self._poll_timeout = poll_timeout
         self._typing_interval = typing_interval
         self._flood_attempts = max(1, flood_attempts)
+        if album_wait_s <= 0:
+            raise ValueError(f"album_wait_s must be positive, not {album_wait_s}")
+        self._album_wait_s = album_wait_s
+        self._albums: AlbumGatherer[Update] | None = None
         self._app: _App | None = None
         self._bot: Bot | None = None
         self._bot_id = 0
@@ -178,6 +186,8 @@ class TelegramChannel(Channel):
         app = self._app
         if app is not None and app.updater is not None and app.updater.running:
             await app.updater.stop()
+        if self._albums is not None:
+            await self._albums.flush()
 
     async def connect(self) -> None:
         """A bot that only sends (``getMe`` once, no updates fetched), for a cluster worker."""
@@ -199,6 +209,8 @@ class TelegramChannel(Channel):
                 await app.updater.stop()
             if app.running:
                 await app.stop()  # hands over updates already fetched
+            if self._albums is not None:
+                await self._albums.flush()  # and the albums gathered from them
         finally:
             await app.shutdown()
             await app.bot.shutdown()  # the app skips it if getMe failed in start; a no-op otherwise
@@ -259,7 +271,8 @@ class TelegramChannel(Channel):
             .job_queue(None)
             .build()
         )
-        app.add_handler(TypeHandler(Update, partial(self._on_update, on_message)))
+        app.add_handler(TypeHandler(Update, self._on_update))
+        self._albums = AlbumGatherer(partial(self._hand_on, on_message), wait_s=self._album_wait_s)
         return app
 
     def _learn_identity(self, bot: Bot) -> None:
@@ -295,10 +308,8 @@ class TelegramChannel(Channel):
             drop_pending_updates=False,
         )
 
-    async def _on_update(
-        self, on_message: MessageHandler, update: Update, _context: object
-    ) -> None:
-        """Sort one update and hand its message on (``on_message`` only queues the turn)."""
+    async def _on_update(self, update: Update, _context: object) -> None:
+        """Sort one update and pass its message to the album gatherer, which hands it on."""
         if not self._is_allowed(update.effective_user):
             log.debug("Telegram: dropped update %s from a user not allowed", update.update_id)
             return
@@ -306,39 +317,46 @@ class TelegramChannel(Channel):
         if message is None:
             log.debug("Telegram: ignored update %s (not a new message)", update.update_id)
             return
-        job = self._job_for(update, message, on_message)
-        if job is None:
-            return
-        try:
-            await job()
-        except Exception:
-            log.exception("Telegram: handling update %s failed", update.update_id)
+        await self._require_albums().submit(message.chat_id, message.media_group_id, update)
 
-    def _job_for(self, update: Update, message: Message, on_message: MessageHandler) -> Job | None:
-        """What a new message calls for: a turn, the non-text note, or nothing."""
-        private = message.chat.type == Chat.PRIVATE
-        raw_text = message.text if message.text is not None else message.caption
-        user = message.from_user
-        attachments = attachments_of(message, self._require_bot())
+    async def _hand_on(self, on_message: MessageHandler, updates: list[Update]) -> None:
+        """One message, or an album's parts in order: run what it calls for."""
+        job = self._job_for(updates, on_message)
+        if job is not None:
+            await job()
+
+    def _job_for(self, updates: list[Update], on_message: MessageHandler) -> Job | None:
+        """What a message (or an album) calls for: a turn, the non-text note, or nothing.
+
+        An album is one turn: its caption (whichever part carries it) is the text, and the files
+        of all its parts are the attachments, in the order they came."""
+        messages = [update.message for update in updates if update.message is not None]
+        first = messages[0]
+        private = first.chat.type == Chat.PRIVATE
+        raw_text = next((text for text in map(_text_of, messages) if text is not None), None)
+        user = first.from_user
+        bot = self._require_bot()
+        attachments = tuple(attachment for message in messages for attachment in attachments_of(message, bot))
         if raw_text is None and not attachments:
-            if private and not filters.StatusUpdate.ALL.check_update(update):
-                return partial(self._send_note, message.chat_id)
-            log.debug("Telegram: ignored a message without text in chat %s", message.chat_id)
+            if private and not filters.StatusUpdate.ALL.check_update(updates[0]):
+                return partial(self._send_note, first.chat_id)
+            log.debug("Telegram: ignored a message without text in chat %s", first.chat_id)
             return None
         text, addressed = self._read_text(raw_text or "")
-        if user is None or not (private or addressed or self._replies_to_bot(message)):
-            log.debug("Telegram: ignored a message not meant for the bot in %s", message.chat_id)
+        replied = any(self._replies_to_bot(message) for message in messages)
+        if user is None or not (private or addressed or replied):
+            log.debug("Telegram: ignored a message not meant for the bot in %s", first.chat_id)
             return None
         incoming = IncomingMessage(
             channel=self.name,
-            chat_id=str(message.chat_id),
+            chat_id=str(first.chat_id),
             chat_type="direct" if private else "group",
             user_id=str(user.id),
             user_name=user.username or user.first_name,
             text=text,
-            message_id=str(message.message_id),
-            thread_id=str(message.message_thread_id) if message.is_topic_message else None,
-            raw=update,
+            message_id=str(first.message_id),
+            thread_id=str(first.message_thread_id) if first.is_topic_message else None,
+            raw=updates[0],
             attachments=attachments,
         )
         return partial(on_message, incoming)
@@ -442,6 +460,11 @@ class TelegramChannel(Channel):
                 log.debug("Telegram: typing action in %s failed: %s", chat_id, exc)
             await asyncio.sleep(self._typing_interval)
 
+    def _require_albums(self) -> AlbumGatherer[Update]:
+        if self._albums is None:
+            raise RuntimeError("TelegramChannel received an update before start()")
+        return self._albums
+
     def _require_bot(self) -> Bot:
         if self._bot is None:
             raise RuntimeError("TelegramChannel is not started")
@@ -470,6 +493,11 @@ def _file_url(base_url: str) -> str:
     """PTB's file endpoint sits beside the API one: ``…/bot`` gives ``…/file/bot``."""
     root, marker, tail = base_url.rpartition("/bot")
     return f"{root}/file/bot{tail}" if marker else base_url
+
+
+def _text_of(message: Message) -> str | None:
+    """A message's text, or its caption when it carries a file."""
+    return message.text if message.text is not None else message.caption
 
 
 def _int_or_none(value: str | None) -> int | None:

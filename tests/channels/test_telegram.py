@@ -332,6 +332,82 @@ async def test_caption_counts_as_text(fake: FakeTelegram, start: Starter) -> Non
     assert [[a.kind for a in m.attachments] for m in recorder.messages] == [["photo"], ["photo"]]
 
 
+def album_names(message: IncomingMessage) -> list[str]:
+    return [attachment.name for attachment in message.attachments]
+
+
+async def test_an_album_is_one_turn_with_every_photo_and_its_caption(fake: FakeTelegram, start: Starter) -> None:
+    _, recorder = await start(album_wait_s=0.05)
+    first = fake.push_photo(DM, ALICE, media_group_id="a1", photo="a", caption="which one should I frame?")
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="b")
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="c")
+
+    [sent] = await fake.wait_sent(1)
+    [message] = recorder.messages
+    assert message.text == "which one should I frame?"
+    assert album_names(message) == ["photo-ua320.jpg", "photo-ub320.jpg", "photo-uc320.jpg"]
+    assert message.message_id == str(first["message"]["message_id"])
+    assert sent["visible"] == "echo: which one should I frame?"
+    fake.push_text(DM, ALICE, "after")
+    await fake.wait_sent(2)
+    assert recorder.texts() == ["which one should I frame?", "after"]  # the album was answered once
+
+
+async def test_the_next_message_hands_an_album_on_first(fake: FakeTelegram, start: Starter) -> None:
+    """No waiting out the quiet spell: the chat's next message (or album) closes the album, and
+    the turns keep the order the messages came in."""
+    _, recorder = await start(album_wait_s=30)
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="a")
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="b", caption="these two")
+    fake.push_photo(DM, ALICE, media_group_id="a2", photo="c", caption="and this one")
+    fake.push_text(DM, ALICE, "thanks")
+
+    await fake.wait_sent(3)
+    assert recorder.texts() == ["these two", "and this one", "thanks"]
+    assert [album_names(m) for m in recorder.messages] == [
+        ["photo-ua320.jpg", "photo-ub320.jpg"], ["photo-uc320.jpg"], []]
+
+
+async def test_an_album_of_ten_is_handed_on_at_once(fake: FakeTelegram, start: Starter) -> None:
+    _, recorder = await start(album_wait_s=30)
+    for n in range(10):
+        fake.push_photo(DM, ALICE, media_group_id="big", photo=str(n), caption="ten" if n == 0 else None)
+
+    await fake.wait_sent(1)
+    assert len(recorder.messages[0].attachments) == 10
+
+
+async def test_a_group_album_is_addressed_by_any_of_its_parts(fake: FakeTelegram, start: Starter) -> None:
+    _, recorder = await start(album_wait_s=30)
+    fake.push_photo(GROUP, BOB, media_group_id="g1", photo="a", chat_type="group")
+    fake.push_photo(GROUP, BOB, media_group_id="g1", photo="b", chat_type="group",
+                    caption=f"@{BOT_USERNAME} which is better?")
+    fake.push_photo(GROUP, BOB, media_group_id="g2", photo="c", chat_type="group", caption="not for the bot")
+    fake.push_photo(GROUP, BOB, media_group_id="g2", photo="d", chat_type="group")
+    fake.push_text(GROUP, BOB, f"@{BOT_USERNAME} well?", chat_type="group")
+
+    await fake.wait_sent(2)
+    assert recorder.texts() == ["which is better?", "well?"]
+    assert album_names(recorder.messages[0]) == ["photo-ua320.jpg", "photo-ub320.jpg"]
+
+
+async def test_stopping_hands_on_an_album_still_gathering(fake: FakeTelegram, start: Starter) -> None:
+    """Nothing fetched is dropped: an album whose quiet spell has not passed is handed on at stop."""
+    channel, recorder = await start(album_wait_s=30)
+    recorder.on_turn = _record_only
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="a", caption="last words")
+    fake.push_photo(DM, ALICE, media_group_id="a1", photo="b")
+    await fake.wait_confirmed()
+
+    await asyncio.wait_for(channel.stop(), STOP_TIMEOUT_S)
+    assert [(m.text, album_names(m)) for m in recorder.messages] == [
+        ("last words", ["photo-ua320.jpg", "photo-ub320.jpg"])]
+
+
+async def _record_only(_message: IncomingMessage) -> None:
+    """A turn that sends nothing (the channel may be stopping)."""
+
+
 async def test_messages_are_handed_on_in_arrival_order(fake: FakeTelegram, start: Starter) -> None:
     """Turns are ordered per chat by the bridge (test_telegram_bridge); the channel's part is to
     hand messages on in the order they came."""

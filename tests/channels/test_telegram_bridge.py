@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import re
@@ -15,6 +16,7 @@ from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram
 from support.bot import make_services
 from support.media import echo_summary
 
+from bridge.media.photos import DESCRIBE
 from bridge.runtime import Bridge, build_plugins
 from channels.telegram import TelegramChannel
 
@@ -252,3 +254,30 @@ async def test_a_file_over_what_telegram_hands_a_bot_is_refused_in_the_chat_with
     assert refusal["visible"] == "talk.pdf is 25.0 MB, over the 20 MB limit, so it was not read."
     assert telegram.files.downloads == [] and not any(m.lower() == "getfile" for m, _ in telegram.calls)
     assert llm.requests == []
+
+
+@pytest.mark.parametrize("media_settings", [{"llm__vision": True}])
+async def test_an_album_is_one_turn_the_model_sees_every_photo_of(world) -> None:
+    telegram, llm, _services = world
+    shots = [b"\xff\xd8\xff\xe0" + bytes([n]) * 300 + b"\xff\xd9" for n in (1, 2)]
+
+    def answer(request: dict) -> str:
+        system = request["messages"][0]["content"]
+        if system == DESCRIBE:
+            return f"A photo of balcony plant number {len(llm.requests)}"
+        return "The second one gets more light."
+
+    llm.responder = answer
+    for n, data in enumerate(shots):
+        size = {**telegram.host_file(data), "width": 640, "height": 480}
+        fields = {"photo": [size], "media_group_id": "balcony"}
+        telegram.push_message(501, 501, {**fields, **({"caption": "which plant is healthier?"} if n == 0 else {})})
+    [sent] = await telegram.wait_sent(1)
+    assert sent["visible"] == "The second one gets more light."
+    describes = [r for r in llm.requests if r["messages"][0]["content"] == DESCRIBE]
+    [turn] = [r for r in llm.requests if r["messages"][0]["content"] != DESCRIBE]
+    urls = [part["image_url"]["url"] for part in turn["messages"][-1]["content"] if part["type"] == "image_url"]
+    assert urls == ["data:image/jpeg;base64," + base64.b64encode(data).decode() for data in shots]
+    assert len(describes) == 2
+    said = turn["messages"][-1]["content"][0]["text"]
+    assert said.endswith("\nwhich plant is healthier?") and said.count("[photo: A photo of balcony plant") == 2

@@ -453,13 +453,19 @@ class FakeTelegram:
         *,
         caption: str | None = None,
         caption_entities: list[dict[str, Any]] | None = None,
+        media_group_id: str | None = None,
+        photo: str = "",
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """A photo in two sizes (file ids ``p<photo><side>``); ``media_group_id`` makes it part of
+        an album, as Telegram sends each photo of an album as its own message."""
         sizes = [
-            {"file_id": f"p{side}", "file_unique_id": f"u{side}", "width": side, "height": side}
+            {"file_id": f"p{photo}{side}", "file_unique_id": f"u{photo}{side}", "width": side, "height": side}
             for side in (90, 320)
         ]
         fields: dict[str, Any] = {"photo": sizes}
+        if media_group_id is not None:
+            fields["media_group_id"] = media_group_id
         if caption is not None:
             fields["caption"] = caption
             found = auto_entities(caption) if caption_entities is None else caption_entities
@@ -518,6 +524,10 @@ class FakeTelegram:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.05))
             except TimeoutError:
                 pass
+
+    async def wait_confirmed(self, timeout: float = HANG_GUARD_S) -> None:
+        """Return once the bot has fetched every pushed update and confirmed it (next ``offset``)."""
+        await self.wait_until(lambda: not self._pending, timeout, "every update confirmed")
 
     async def wait_sent(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """The first ``n`` messages the bot sent, once there are that many."""
