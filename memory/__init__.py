@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .keyword import count_cjk
     from .knowledge import KnowledgeError, KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .locks import WorkspaceLock, WorkspaceLockTimeout
-    from .manager import IndexCheck, MemoryManager, MemoryPathError, SyncReport
+    from .manager import IndexCheck, MemoryManager, SyncReport
     from .portability import Portability, PortabilityError, TransferReport
     from .retrieval.result import SearchResult
     from .scopes import (
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         KNOWLEDGE_DIR,
         KNOWLEDGE_SCOPE,
         MEMORY_FILE,
+        MemoryPathError,
         ScopeError,
         Workspace,
         validate_scope,
@@ -87,7 +88,7 @@ _HOMES = {
     "WorkspaceLockTimeout": "locks",
     "IndexCheck": "manager",
     "MemoryManager": "manager",
-    "MemoryPathError": "manager",
+    "MemoryPathError": "scopes",
     "SyncReport": "manager",
     "Portability": "portability",
     "PortabilityError": "portability",

@@ -30,7 +30,7 @@ from .files import append_text, read_text
 from .keyword_index import KeywordIndex
 from .locks import WorkspaceLock
 from .scan import DiskScanner, ProgressCallback, SyncPlan
-from .scopes import DAILY_DIR, KNOWLEDGE_DIR, KNOWLEDGE_SCOPE, MEMORY_FILE, Workspace, validate_scope
+from .scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
 from .storage import FileRecord, IndexStorage
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
@@ -49,10 +49,6 @@ _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it 
 _INLINE_EMBED_TEXTS = 64
 #: Vectors written to the backend (and marked embedded) per transaction during a sync.
 VECTOR_WRITE_BATCH = 10_000
-
-
-class MemoryPathError(ValueError):
-    """A path that is not a memory file of the caller's scope (or knowledge)."""
 
 
 @dataclass
@@ -619,45 +615,8 @@ class MemoryManager:
 
     # =========================================================== file access
     def resolve(self, scope: str, path: str) -> Path:
-        """The file behind a memory path, or :class:`MemoryPathError` if it is not ``scope``'s.
-
-        Allowed: ``MEMORY.md``, ``memory/**.md`` of the scope, and ``knowledge/**.md`` except
-        ``knowledge/log.md`` (who changed what: people's ids). Absolute paths, ``..``, NUL bytes and
-        symlinks that lead out are refused.
-        """
-        validate_scope(scope)
-        if not path or "\x00" in path:
-            raise MemoryPathError("path is empty or contains a NUL byte")
-        clean = path.replace("\\", "/").strip()
-        if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":"):
-            raise MemoryPathError(f"{path!r} is absolute; use a path like MEMORY.md or memory/2026-01-31.md")
-        parts = [p for p in clean.split("/") if p not in ("", ".")]
-        if ".." in parts:
-            raise MemoryPathError(f"{path!r} leaves the memory folder ('..' is not allowed)")
-        if not parts or not parts[-1].endswith(".md"):
-            raise MemoryPathError(f"{path!r} is not a markdown memory file")
-        if parts[0] == KNOWLEDGE_DIR:
-            root = self.workspace.knowledge_dir
-            target = root.joinpath(*parts[1:])
-        elif parts == [MEMORY_FILE] or parts[0] == DAILY_DIR:
-            root = self.workspace.scope_dir(scope)
-            target = root.joinpath(*parts)
-        else:
-            raise MemoryPathError(f"{path!r} is not a memory file: use MEMORY.md, memory/... or knowledge/...")
-        real_root = root.resolve()
-        allowed = real_root if parts[0] == KNOWLEDGE_DIR else real_root / parts[0]
-        resolved = target.resolve()
-        if resolved != allowed and allowed not in resolved.parents:
-            raise MemoryPathError(f"{path!r} points outside the memory folder")
-        change_log = real_root / "log.md"
-        if parts[0] == KNOWLEDGE_DIR and (
-            resolved == change_log or (resolved.exists() and change_log.exists() and resolved.samefile(change_log))
-        ):
-            raise MemoryPathError(
-                f"{path!r}: knowledge/log.md is the knowledge change log (who changed what) and is not readable "
-                "here; read the pages themselves, e.g. knowledge/index.md lists them"
-            )
-        return resolved
+        """The file behind a memory path of ``scope`` (:meth:`.Workspace.resolve_memory_path`)."""
+        return self.workspace.resolve_memory_path(scope, path)
 
     def read_lines(self, scope: str, path: str, start_line: int = 1, num_lines: int | None = None) -> str:
         """Lines ``start_line``.. of a memory file (1-based), for ``memory_get``."""

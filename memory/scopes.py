@@ -26,6 +26,10 @@ _SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _DATED_RE = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
 
 
+class MemoryPathError(ValueError):
+    """A path that is not a memory file of the caller's scope (or knowledge)."""
+
+
 class ScopeError(ValueError):
     """A scope id that cannot name a directory safely."""
 
@@ -137,3 +141,44 @@ class Workspace:
         self.knowledge_dir.mkdir(exist_ok=True)
         if self.mode == "user":
             self.scopes_dir.mkdir(exist_ok=True)
+
+    def resolve_memory_path(self, scope: str, path: str) -> Path:
+        """The file behind a memory path, or :class:`MemoryPathError` if it is not ``scope``'s.
+
+        Allowed: ``MEMORY.md``, ``memory/**.md`` of the scope, and ``knowledge/**.md`` except
+        ``knowledge/log.md`` (who changed what: people's ids). Absolute paths, ``..``, NUL bytes and
+        symlinks that lead out are refused.
+        """
+        validate_scope(scope)
+        if not path or "\x00" in path:
+            raise MemoryPathError("path is empty or contains a NUL byte")
+        clean = path.replace("\\", "/").strip()
+        if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":"):
+            raise MemoryPathError(f"{path!r} is absolute; use a path like MEMORY.md or memory/2026-01-31.md")
+        parts = [p for p in clean.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise MemoryPathError(f"{path!r} leaves the memory folder ('..' is not allowed)")
+        if not parts or not parts[-1].endswith(".md"):
+            raise MemoryPathError(f"{path!r} is not a markdown memory file")
+        if parts[0] == KNOWLEDGE_DIR:
+            root = self.knowledge_dir
+            target = root.joinpath(*parts[1:])
+        elif parts == [MEMORY_FILE] or parts[0] == DAILY_DIR:
+            root = self.scope_dir(scope)
+            target = root.joinpath(*parts)
+        else:
+            raise MemoryPathError(f"{path!r} is not a memory file: use MEMORY.md, memory/... or knowledge/...")
+        real_root = root.resolve()
+        allowed = real_root if parts[0] == KNOWLEDGE_DIR else real_root / parts[0]
+        resolved = target.resolve()
+        if resolved != allowed and allowed not in resolved.parents:
+            raise MemoryPathError(f"{path!r} points outside the memory folder")
+        change_log = real_root / "log.md"
+        if parts[0] == KNOWLEDGE_DIR and (
+            resolved == change_log or (resolved.exists() and change_log.exists() and resolved.samefile(change_log))
+        ):
+            raise MemoryPathError(
+                f"{path!r}: knowledge/log.md is the knowledge change log (who changed what) and is not readable "
+                "here; read the pages themselves, e.g. knowledge/index.md lists them"
+            )
+        return resolved

@@ -14,15 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram, parse_markdown_v2
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram
 from support.ports import free_port
 from telegram import Update
 from telegram.error import InvalidToken
 
 from channels.base import IncomingMessage, Reply
-from channels.telegram import NON_TEXT_NOTE, TelegramChannel, to_markdown_v2
+from channels.telegram import NON_TEXT_NOTE, TelegramChannel
 
 DM = 4242
 ALICE = 4242
@@ -482,20 +480,6 @@ async def test_stop_is_safe_twice(start: Starter) -> None:
 def test_webhook_mode_needs_a_url() -> None:
     with pytest.raises(ValueError):
         TelegramChannel(token=TOKEN, mode="webhook")
-
-
-_MARKDOWNISH = st.lists(
-    st.sampled_from(
-        [*"ab _*[]()~`>#+-=|{}.!\\\n<&é😀", "http://x.y", "```", "- ", "1. ", "> ", "# ", "\n\n"]
-    ),
-    max_size=40,
-).map("".join)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_MARKDOWNISH)
-def test_rendered_markdown_always_parses(source: str) -> None:
-    parse_markdown_v2(to_markdown_v2(source))  # raises what Telegram would refuse
 
 
 def _message() -> IncomingMessage:
