@@ -4,280 +4,44 @@ Every command prints its result on stdout (one JSON document with ``--json``); e
 with a non-zero exit status: 2 for a bad command line or configuration, 1 for a failure at run time.
 
 Only the standard library is imported here: each command imports what it uses, so ``--help`` and
-``--version`` answer at once and ``memory history`` never loads LanceDB or the LLM client.
+``--version`` answer at once and ``memory history`` never loads LanceDB or the LLM client. This
+module holds the parser, ``main`` and the commands that start something (the bot, the chat, the
+console, a cluster role) or check it (``doctor``); the memory and knowledge commands have modules
+of their own (:mod:`.cli_memory`, :mod:`.cli_knowledge`, :mod:`.cli_portability`,
+:mod:`.cli_forgetting`), on what they share (:mod:`.cli_common`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from memory import SyncReport
+from .cli_common import CommandError, Handler, print_json
+from .cli_knowledge import (
+    cmd_knowledge_add,
+    cmd_knowledge_graph,
+    cmd_knowledge_list,
+    cmd_knowledge_rm,
+    cmd_knowledge_show,
+)
+from .cli_memory import (
+    cmd_memory_add,
+    cmd_memory_dream,
+    cmd_memory_get,
+    cmd_memory_history,
+    cmd_memory_revert,
+    cmd_memory_search,
+    cmd_memory_sync,
+)
 
+if TYPE_CHECKING:
     from .app import Services
     from .config import AppConfig
     from .llm import LLMClient
-
-
-
-class CommandError(RuntimeError):
-    """A failure the user can act on; the message says what and how."""
-
-
-Handler = Callable[["Services", argparse.Namespace], int]
-
-
-def _scope(services: Services, args: argparse.Namespace, *, must_exist: bool, hint: str = "") -> str:
-    """``--scope`` (which must exist when ``must_exist``), else the terminal user's own scope."""
-    scope = args.scope or services.terminal_scope()
-    services.workspace.scope_dir(scope)  # validates the name
-    if must_exist and args.scope and scope not in services.workspace.list_scopes():
-        known = ", ".join(services.workspace.list_scopes()) or "none yet"
-        raise CommandError(f"unknown scope {scope!r} (known scopes: {known}){hint}")
-    return scope
-
-
-def _require_workspace(services: Services) -> None:
-    root = services.workspace.root
-    if not root.is_dir():
-        raise CommandError(
-            f"workspace {root} does not exist; check `workspace` in your config or create it with "
-            "`membridge memory add` or `membridge chat`"
-        )
-
-
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
-
-
-# ------------------------------------------------------------------- memory
-def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
-    scope = _scope(services, args, must_exist=True) if args.scope else None
-    report = _sync_with_progress(services, scope)
-    if args.json:
-        _print_json({**report.__dict__, "ok": report.ok})
-    else:
-        print(
-            f"synced {report.files_scanned} files: {report.files_changed} changed, {report.files_removed} removed, "
-            f"{report.chunks_written} chunks written, {report.embed_calls} embedding calls ({report.seconds:.2f}s)"
-        )
-    if not report.ok:
-        raise CommandError(report.error or "sync failed")
-    return 0
-
-
-def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
-    """Sync, then fill the substring (trigram) index that a sync leaves to a background thread."""
-    with stderr_progress() as progress:
-        report = services.memory.sync(scope, progress=progress)
-        services.memory.finish_indexing(progress)
-    return report
-
-
-@contextmanager
-def stderr_progress() -> Iterator[Callable[[str, int, int], None] | None]:
-    """A progress callback ``(stage, done, total)`` drawing bars on stderr, or None when stderr is
-    not a terminal (a pipe or a log gets no bars). A total of 0 means "not known"."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(_STAGES.get(stage, stage), total=total or None)
-            bar.update(tasks[stage], completed=done, total=total or None)
-
-        yield progress
-
-
-_STAGES = {"scan": "scanning", "embed": "embedding", "write": "writing", "trigram": "substring index",
-           "export": "exporting", "unpack": "unpacking", "restore": "restoring messages"}
-
-
-def cmd_memory_search(services: Services, args: argparse.Namespace) -> int:
-    _require_workspace(services)
-    scope = _scope(services, args, must_exist=True)
-    results = services.memory.search(args.query, scope, limit=args.limit)
-    if args.json:
-        _print_json([r.to_dict() for r in results])
-        return 0
-    if not results:
-        print(f"no memory matches {args.query!r} in scope {scope}")
-    for r in results:
-        print(f"{r.score:.3f}  {r.path}:{r.start_line}-{r.end_line}  [{r.source}]")
-        for line in r.text.splitlines()[:6]:
-            print(f"    {line}")
-    return 0
-
-
-def cmd_memory_get(services: Services, args: argparse.Namespace) -> int:
-    _require_workspace(services)
-    scope = _scope(services, args, must_exist=not args.path.startswith("knowledge/"))
-    text = services.memory.read_lines(scope, args.path, args.start, args.lines)
-    if args.json:
-        _print_json({"path": args.path, "scope": scope, "start_line": args.start, "text": text})
-    else:
-        print(text)
-    return 0
-
-
-def cmd_memory_add(services: Services, args: argparse.Namespace) -> int:
-    text = " ".join(args.text).strip()
-    if not text:
-        raise CommandError("nothing to add: give the text to remember")
-    scope = _scope(services, args, must_exist=not args.create, hint="; add --create to start a new scope")
-    path = services.memory.append_daily(scope, text if text.startswith("- ") else f"- {text}")
-    relative = path.relative_to(services.workspace.scope_dir(scope)).as_posix()
-    if args.json:
-        _print_json({"scope": scope, "path": relative})
-    else:
-        print(f"added to {relative} (scope {scope})")
-    return 0
-
-
-def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
-    scope = _scope(services, args, must_exist=True)
-    result = _run_async(services, services.dream(scope, days=args.days, force=args.force))
-    if args.json:
-        _print_json({**result.__dict__, "scope": scope})
-    else:
-        print(f"{scope}: {result.reason}")
-        if result.diff:
-            print(result.diff, end="")
-    return 0 if result.status in ("written", "skipped") else 1
-
-
-def _versioned_file(args: argparse.Namespace) -> str:
-    """``--file``: MEMORY.md (the default) or a daily file, ``memory/YYYY-MM-DD.md``."""
-    from memory import versioned_file
-
-    try:
-        return versioned_file(str(args.file))
-    except ValueError as exc:
-        raise CommandError(f"--file {exc}") from None
-
-
-def cmd_memory_history(services: Services, args: argparse.Namespace) -> int:
-    scope = _scope(services, args, must_exist=True)
-    file = _versioned_file(args)
-    versions = services.dreamer.memory_file.versions(scope, file)
-    if args.json:
-        _print_json([v.__dict__ for v in versions])
-        return 0
-    if not versions:
-        print(f"{file} of {scope} has no recorded versions yet")
-    for v in versions:
-        when = datetime.fromtimestamp(v.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{v.id:>5}  {when}  {v.entries:>3} entries  {v.cause}")
-    return 0
-
-
-def cmd_memory_revert(services: Services, args: argparse.Namespace) -> int:
-    scope = _scope(services, args, must_exist=True)
-    file = _versioned_file(args)
-    try:
-        version, diff = services.dreamer.memory_file.revert(scope, args.version, file)
-    except KeyError as exc:
-        raise CommandError(exc.args[0]) from None
-    if args.json:
-        _print_json({"scope": scope, "version": version, "diff": diff, "changed": bool(diff)})
-    elif not diff:  # the file already holds those bytes: no version was recorded
-        target = f"version {args.version}" if args.version else "the previous version"
-        print(f"{scope}: {file} already equals {target}; nothing changed, no new version recorded")
-    else:
-        print(f"{scope}: {file} restored (now version {version})")
-        print(diff, end="")
-    return 0
-
-
-def _run_async(services: Services, coroutine: Any) -> Any:
-    import asyncio
-
-    async def runner() -> Any:
-        try:
-            return await coroutine
-        finally:
-            await services.aclose()
-
-    return asyncio.run(runner())
-
-
-# ---------------------------------------------------------------- knowledge
-def cmd_knowledge_list(services: Services, args: argparse.Namespace) -> int:
-    pages = services.knowledge.list_pages(args.category)
-    if args.json:
-        _print_json([page.__dict__ for page in pages])
-    elif not pages:
-        print("the knowledge base is empty")
-    for page in pages if not args.json else []:
-        print(f"{page.category}/{page.slug}  {page.title}")
-    return 0
-
-
-def cmd_knowledge_show(services: Services, args: argparse.Namespace) -> int:
-    content = services.knowledge.read(args.page)
-    if args.json:
-        _print_json({"page": args.page, "content": content})
-    else:
-        print(content, end="" if content.endswith("\n") else "\n")
-    return 0
-
-
-def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
-    if args.file:
-        source = Path(args.file)
-        if not source.is_file():
-            raise CommandError(f"{args.file} is not a file")
-        content = source.read_text(encoding="utf-8")
-    elif args.text:
-        content = " ".join(args.text)
-    else:
-        content = sys.stdin.read()
-    from .app import local_user
-
-    page = services.knowledge.write(args.page, content, actor=f"cli:{local_user()}")
-    if args.json:
-        _print_json(page.__dict__)
-    else:
-        print(f"saved {page.path}")
-    return 0
-
-
-def cmd_knowledge_rm(services: Services, args: argparse.Namespace) -> int:
-    from .app import local_user
-
-    services.knowledge.delete(args.page, actor=f"cli:{local_user()}")
-    if args.json:
-        _print_json({"deleted": args.page})
-    else:
-        print(f"deleted {args.page}")
-    return 0
-
-
-def cmd_knowledge_graph(services: Services, args: argparse.Namespace) -> int:
-    graph = services.knowledge.build_graph()
-    if args.json:
-        _print_json(graph.to_dict())
-    else:
-        print(f"{len(graph.nodes)} pages, {len(graph.edges)} links")
-        for edge in graph.edges:
-            print(f"  {edge['source']} — {edge['target']}")
-    return 0
 
 
 # ---------------------------------------------------------------------- bot
@@ -325,7 +89,7 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
     except UNAVAILABLE as exc:
         raise CommandError(f"cannot reach Redis at {services.config.cluster.redis_url}: {exc}") from None
     if args.json:
-        _print_json(as_json(shards, workers))
+        print_json(as_json(shards, workers))
     else:
         print(render(shards, workers))
     return 0
@@ -384,7 +148,7 @@ def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
 
     checks = run_checks(services, offline=args.offline)
     if args.json:
-        _print_json([{"name": c.name, "ok": c.ok, "skipped": c.skipped, "detail": c.detail} for c in checks])
+        print_json([{"name": c.name, "ok": c.ok, "skipped": c.skipped, "detail": c.detail} for c in checks])
     else:
         for check in checks:
             label = "skip" if check.skipped else "ok  " if check.ok else "FAIL"

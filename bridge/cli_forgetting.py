@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from .cli import CommandError, _print_json, _scope
+from .cli_common import CommandError, print_json, scope_arg
 
 if TYPE_CHECKING:
     from .app import Services
@@ -27,13 +27,13 @@ Without --yes it says what would go and changes nothing."""
 def cmd_memory_forget(services: Services, args: argparse.Namespace) -> int:
     from memory import NothingToForget  # imported when used: --help stays fast
 
-    scope = _scope(services, args, must_exist=True)
+    scope = scope_arg(services, args, must_exist=True)
     try:
         found = services.forgetter.find(scope, args.text) if args.dry_run else services.forgetter.forget(scope, args.text)
     except NothingToForget as exc:
         raise CommandError(str(exc)) from None
     if args.json:
-        _print_json({"scope": scope, "dry_run": args.dry_run, "counts": found.counts(),
+        print_json({"scope": scope, "dry_run": args.dry_run, "counts": found.counts(),
                      "matches": [match.__dict__ for match in found.matches]})
     elif args.dry_run:
         print(f"{scope}: would forget ({found.listing()})" if found.matches else f"{scope}: nothing matches")
@@ -54,7 +54,7 @@ def cmd_memory_erase(services: Services, args: argparse.Namespace) -> int:
         raise CommandError(f"this would erase scope {scope} for good ({summary}); add --yes to do it")
     services.forgetter.erase(scope)
     if args.json:
-        _print_json({"scope": scope, "erased": holdings})
+        print_json({"scope": scope, "erased": holdings})
     else:
         print(f"{scope}: erased ({summary})")
     return 0

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli import CommandError, _print_json, _scope, stderr_progress
+from .cli_common import CommandError, print_json, scope_arg, stderr_progress
 
 if TYPE_CHECKING:
     from memory import TransferReport
@@ -32,7 +32,7 @@ files, versions and messages are restored together and indexed, so search finds 
 def cmd_memory_export(services: Services, args: argparse.Namespace) -> int:
     from memory import PortabilityError
 
-    scope = _scope(services, args, must_exist=False)
+    scope = scope_arg(services, args, must_exist=False)
     try:
         with stderr_progress() as progress:
             report = services.portability.export(scope, Path(args.out), progress=progress)
@@ -47,7 +47,7 @@ def cmd_memory_import(services: Services, args: argparse.Namespace) -> int:
 
     if not args.scope:
         raise CommandError("say which scope to restore into: --scope NAME (a scope with nothing in it yet)")
-    scope = _scope(services, args, must_exist=False)
+    scope = scope_arg(services, args, must_exist=False)
     try:
         with stderr_progress() as progress:
             report = services.portability.import_(Path(args.file), scope, progress=progress)
@@ -59,7 +59,7 @@ def cmd_memory_import(services: Services, args: argparse.Namespace) -> int:
 
 def _print_report(args: argparse.Namespace, report: TransferReport, headline: str) -> None:
     if args.json:
-        _print_json({"scope": report.scope, "path": str(report.path), "bytes": report.bytes, "counts": report.counts,
+        print_json({"scope": report.scope, "path": str(report.path), "bytes": report.bytes, "counts": report.counts,
                      "chunks_indexed": report.chunks_indexed, "seconds": round(report.seconds, 3)})
         return
     print(headline)

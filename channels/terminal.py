@@ -93,10 +93,15 @@ class TerminalChannel(Channel):
         loop = asyncio.get_running_loop()
 
         def reader() -> None:
-            """A daemon thread: a blocked read never keeps the process from exiting."""
+            """A daemon thread: a blocked read never keeps the process from exiting. A line read
+            after the channel's loop has closed (the bot stopped while this read waited) has no one
+            to go to: the thread ends quietly instead of failing."""
             while True:
                 line = self._read_line()
-                loop.call_soon_threadsafe(lines.put_nowait, line)
+                try:
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                except RuntimeError:  # the event loop is closed
+                    return
                 if line == "":
                     return
 

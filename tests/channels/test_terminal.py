@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 
 from fakes import HANG_GUARD_S
 
@@ -58,3 +59,40 @@ async def test_a_file_is_saved_beside_earlier_ones_never_over_them_and_the_chat_
     assert (folder / "export-1.zip").read_bytes() == (folder / "export-2.zip").read_bytes() == source.read_bytes()
     assert screen.getvalue().splitlines() == [f"saved export.zip as {folder / 'export-1.zip'}",
                                               f"saved export.zip as {folder / 'export-2.zip'}"]
+
+
+class HeldKeyboard(Keyboard):
+    """A terminal whose next line is typed only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting, self.typed = threading.Event(), threading.Event()
+        self.reader: threading.Thread | None = None
+
+    def readline(self, size: int | None = -1) -> str:
+        self.reader = threading.current_thread()
+        self.waiting.set()
+        self.typed.wait(HANG_GUARD_S)
+        return "typed after the bot stopped\n"
+
+
+def test_a_line_typed_after_the_bot_stopped_ends_the_reader_quietly(monkeypatch) -> None:
+    keyboard, failures = HeldKeyboard(), []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+
+    async def run_and_stop() -> None:
+        channel = TerminalChannel("alice", stdin=keyboard, stdout=io.StringIO())
+
+        async def on_message(message: IncomingMessage) -> None:
+            raise AssertionError("nothing is typed before the stop")
+
+        await channel.start(on_message)
+        await asyncio.to_thread(keyboard.waiting.wait, HANG_GUARD_S)
+        await channel.stop()
+
+    asyncio.run(run_and_stop())  # the loop is closed when this returns
+    reader = keyboard.reader
+    assert reader is not None
+    keyboard.typed.set()
+    reader.join(HANG_GUARD_S)
+    assert not reader.is_alive() and failures == []

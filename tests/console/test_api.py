@@ -613,9 +613,22 @@ def _config(tmp_path: Path, console: dict[str, object]) -> Path:
 
 
 async def _membridge(*args: str) -> asyncio.subprocess.Process:
+    """``python -m bridge`` with faulthandler on, so :func:`_stopped` can show where a hang is."""
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "bridge", *args, cwd=ROOT,
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+                                                stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+
+
+async def _stopped(process: asyncio.subprocess.Process, timeout: float) -> str:
+    """Its stderr once it exits. One that does not exit within ``timeout`` is aborted, and the test
+    fails with every thread's stack (faulthandler's dump on SIGABRT), not a bare timeout."""
+    try:
+        _out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.send_signal(signal.SIGABRT)
+        _out, err = await process.communicate()
+        pytest.fail(f"membridge did not stop within {timeout} s; where it was:\n{err.decode(errors='replace')}")
+    return err.decode()
 
 
 async def test_cli_console_refuses_without_a_token(tmp_path: Path) -> None:
@@ -637,5 +650,5 @@ async def test_cli_console_prints_the_url_without_the_token(tmp_path: Path) -> N
             assert response.status == 200 and await response.json() == []
     finally:
         process.send_signal(signal.SIGINT)
-        _out, err = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 0, err.decode()
+        err = await _stopped(process, 30)
+    assert process.returncode == 0, err
