@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .cli_common import CommandError, Handler, print_json
+from .cli_forgetting import ERASE_DETAILS, FORGET_DETAILS, cmd_memory_erase, cmd_memory_forget
 from .cli_knowledge import (
     cmd_knowledge_add,
     cmd_knowledge_graph,
@@ -37,6 +38,7 @@ from .cli_memory import (
     cmd_memory_search,
     cmd_memory_sync,
 )
+from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
 
 if TYPE_CHECKING:
     from .app import Services
@@ -273,16 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (history, revert):
         command.add_argument("--file", default="MEMORY.md", help="MEMORY.md (default) or memory/YYYY-MM-DD.md")
 
-    from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
-
     export = add(memory, "export", cmd_memory_export, "write a scope's whole memory to a zip",
                  example="membridge memory export --scope telegram-42 --out telegram-42.zip", details=EXPORT_DETAILS)
     export.add_argument("--out", required=True, metavar="FILE.zip", help="where to write the zip")
     restore = add(memory, "import", cmd_memory_import, "restore an export zip into an empty scope",
                   example="membridge memory import telegram-42.zip --scope telegram-42", details=IMPORT_DETAILS)
     restore.add_argument("file", metavar="FILE.zip", help="a zip made by membridge memory export")
-    from .cli_forgetting import ERASE_DETAILS, FORGET_DETAILS, cmd_memory_erase, cmd_memory_forget
-
     forget = add(memory, "forget", cmd_memory_forget, "forget a text everywhere in a scope's memory, for good",
                  example='membridge memory forget "door code" --dry-run', details=FORGET_DETAILS)
     forget.add_argument("text")

@@ -28,9 +28,10 @@ def scope_arg(services: Services, args: argparse.Namespace, *, must_exist: bool,
     """``--scope`` (which must exist when ``must_exist``), else the terminal user's own scope."""
     scope = args.scope or services.terminal_scope()
     services.workspace.scope_dir(scope)  # validates the name
-    if must_exist and args.scope and scope not in services.workspace.list_scopes():
-        known = ", ".join(services.workspace.list_scopes()) or "none yet"
-        raise CommandError(f"unknown scope {scope!r} (known scopes: {known}){hint}")
+    if must_exist and args.scope:
+        known = services.workspace.list_scopes()
+        if scope not in known:
+            raise CommandError(f"unknown scope {scope!r} (known scopes: {', '.join(known) or 'none yet'}){hint}")
     return scope
 
 

@@ -25,8 +25,8 @@ place among the chat's messages too.
 Formatting and delivery. A reply is split at 4096 characters first (Telegram counts the text
 after parsing, which Markdown rendering rarely makes longer), then each part is rendered to
 MarkdownV2 (:mod:`channels.telegram_markdown`); if Telegram still refuses a part, that part goes
-again as plain text, so a reply is never lost to formatting. Flood control (429) is waited out a bounded number of times by our own
-loop: PTB's ``AIORateLimiter`` would put typing actions in the same per-group budget (20 a minute)
+again as plain text, so a reply is never lost to formatting. Flood control (429) is waited out a
+bounded number of times by our own loop: PTB's ``AIORateLimiter`` would put typing actions in the same per-group budget (20 a minute)
 as the answers they announce, and it holds every request of the bot while one chat waits.
 """
 

@@ -614,13 +614,9 @@ class MemoryManager:
         return self.storage.collect_embed_cache(grace_days)
 
     # =========================================================== file access
-    def resolve(self, scope: str, path: str) -> Path:
-        """The file behind a memory path of ``scope`` (:meth:`.Workspace.resolve_memory_path`)."""
-        return self.workspace.resolve_memory_path(scope, path)
-
     def read_lines(self, scope: str, path: str, start_line: int = 1, num_lines: int | None = None) -> str:
         """Lines ``start_line``.. of a memory file (1-based), for ``memory_get``."""
-        target = self.resolve(scope, path)
+        target = self.workspace.resolve_memory_path(scope, path)
         if not target.is_file():
             raise MemoryPathError(f"{path!r} does not exist")
         if start_line < 1:

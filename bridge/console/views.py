@@ -232,7 +232,7 @@ def _dated_file(services: Services, scope: str, day: str, folder: str, what: str
     """Read through ``MemoryManager.resolve``, which refuses anything that leads out of the scope."""
     scope = existing_scope(services, scope)
     day = parse_date(day)
-    path = services.memory.resolve(scope, f"{folder}/{day}.md")
+    path = services.workspace.resolve_memory_path(scope, f"{folder}/{day}.md")
     if not path.is_file():
         raise NotFound(f"scope {scope!r} has no {what} for {day}")
     data = path.read_bytes()
@@ -351,7 +351,7 @@ def edit_lines(services: Services, scope: str, edit: LineEdit) -> JSON:
     """Apply ``edit`` if the file still has the bytes of ``edit.base`` (else 409), under the workspace
     lock. The file then gets a new version; the index follows (the scope is marked for re-sync)."""
     scope = existing_scope(services, scope)
-    path = services.memory.resolve(scope, edit.file)
+    path = services.workspace.resolve_memory_path(scope, edit.file)
     if edit.file != "MEMORY.md" and not path.is_file():
         raise NotFound(f"scope {scope!r} has no daily memory {edit.file}")
     with services.memory.lock:

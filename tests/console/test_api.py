@@ -616,7 +616,8 @@ async def _membridge(*args: str) -> asyncio.subprocess.Process:
     """``python -m bridge`` with faulthandler on, so :func:`_stopped` can show where a hang is."""
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "bridge", *args, cwd=ROOT,
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                                                stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
 async def _stopped(process: asyncio.subprocess.Process, timeout: float) -> str:
@@ -633,8 +634,8 @@ async def _stopped(process: asyncio.subprocess.Process, timeout: float) -> str:
 
 async def test_cli_console_refuses_without_a_token(tmp_path: Path) -> None:
     process = await _membridge("--config", str(_config(tmp_path, {})), "console")
-    _out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 1 and "console.token" in err.decode()
+    err = await _stopped(process, 60)
+    assert process.returncode == 1 and "console.token" in err
 
 
 async def test_cli_console_prints_the_url_without_the_token(tmp_path: Path) -> None:
