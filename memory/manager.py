@@ -7,7 +7,7 @@ writes. If embedding fails nothing is written to the index, so the next sync ret
 files instead of leaving them stranded without vectors, and pays only for the texts not yet
 embedded. The trigram (substring) index is filled after the sync by a background thread.
 
-Search is :mod:`memory.retrieval`'s (candidates, fusion, recency, time windows, diversity); the
+Search is :mod:`memory.retrieval`'s (candidates, fusion, recency, time windows, passages); the
 manager syncs a stale scope first and hands the question over.
 """
 

@@ -26,7 +26,7 @@ from ..storage import IndexStorage, StoredChunk
 from ..vector_cache import VectorCache
 from ..vectors import VectorBackend
 from . import scoring
-from .diversity import diversify
+from .passages import assemble
 from .querytext import coverage, keyword_text, query_terms
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
@@ -78,7 +78,7 @@ class Retriever:
         results = [(cid, self._result(chunk, found, window, today, about_now)) for cid, chunk in found.chunks.items()]
         kept = [(cid, r) for cid, r in results if r.score > 0 and _wanted(r, min_score)]
         self._order(kept, found.chunks, promote=about_now and found.hybrid)
-        return diversify([r for _, r in kept], limit)
+        return assemble([r for _, r in kept], limit, limit * self.settings.chunk_max_chars)
 
     def _order(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk], *, promote: bool) -> None:
         """Sort ``ranked`` best first (ties by path and line, so the order is stable); with

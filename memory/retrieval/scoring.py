@@ -30,6 +30,9 @@ Every candidate chunk gets visible parts and one final score::
 - ``min_score`` judges relevance (before recency and time): it weeds out weak vector neighbours.
   A keyword match and a chunk dated inside the question's window are always candidates.
   A result whose final score is 0 is never returned.
+- **Passages.** The ranked chunks become the returned passages (:mod:`.passages`): overlapping
+  chunks of one file join into one passage that keeps its best chunk's score, repeats are
+  skipped, and all passages together hold at most ``limit × chunk_max_chars`` characters.
 """
 
 from __future__ import annotations
