@@ -144,7 +144,7 @@ async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, tu
     shutil.rmtree(root / "vectors", ignore_errors=True)
     llm = InstantLLM(queries if with_search else None)
     services = build_services(root, llm, hybrid)
-    sync = services.memory.sync()
+    sync = services.memory.indexer.sync()
     agent = services.agent
     first = direct_message("hello again", 0)
     who = agent.identify(first)

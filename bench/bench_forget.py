@@ -42,6 +42,7 @@ from memory.conversations import ConversationStore
 from memory.database import Database
 from memory.dream import MemoryFile
 from memory.forgetting import Forgetter
+from memory.indexer import Indexer
 from memory.keyword_index import KeywordIndex
 from memory.vectors import LanceDBBackend
 
@@ -80,8 +81,8 @@ def build(root: Path, spec: WorkspaceSpec, report: Report) -> tuple[MemoryManage
     plant(ws.daily_files[ws.big_scope][:10])
     manager = open_memory(root, ws.today)
     started = time.perf_counter()
-    assert manager.sync().ok
-    manager.finish_indexing()
+    assert manager.indexer.sync().ok
+    manager.indexer.finish_indexing()
     report.add("setup", "full sync hybrid HashEmbedding(512)", time.perf_counter() - started, "s")
     (root / BUILT).write_text(json.dumps({"scope": ws.big_scope, "today": ws.today.isoformat()}), encoding="utf-8")
     return manager, ws.big_scope
@@ -97,8 +98,8 @@ def reuse(kept: Path, root: Path) -> tuple[MemoryManager, str]:
     other = sorted(path.name for path in (root / "scopes").iterdir() if path.name != built["scope"])[0]
     manager.search("warm up", built["scope"])
     manager.append_daily(other, "- a note written and indexed before the forget")
-    assert manager.sync(other).ok
-    manager.finish_indexing()
+    assert manager.indexer.sync(other).ok
+    manager.indexer.finish_indexing()
     return manager, str(built["scope"])
 
 
@@ -134,7 +135,7 @@ def main() -> None:
 
         forgetter = Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager))
         spent: dict[str, float] = {}
-        for owner, name in ((Forgetter, "_remove"), (MemoryManager, "sync"), (MemoryManager, "finish_indexing"),
+        for owner, name in ((Forgetter, "_remove"), (Indexer, "sync"), (Indexer, "finish_indexing"),
                             (KeywordIndex, "merge"), (LanceDBBackend, "purge"),
                             (Database, "scrub")):
             timing(owner, name, spent)

@@ -133,7 +133,7 @@ class MemoryBench:
         """Append a line to the newest daily file of the big scope, then sync that scope."""
         target = ws.daily_files[ws.big_scope][0]
         append_text(target, text)
-        seconds, report = timed(lambda: manager.sync(ws.big_scope))
+        seconds, report = timed(lambda: manager.indexer.sync(ws.big_scope))
         self.report.add(section, f"{label}: 1 file changed, sync(big scope)", seconds * 1000, "ms",
                         note=f"chunks written {report.chunks_written}, vectors {report.vectors_written}")
 
@@ -142,7 +142,7 @@ class MemoryBench:
                       search_targets: bool) -> None:
         reset_index(ws.root)
         manager = open_manager(ws, None, NO_ANN)
-        seconds, sync = timed(manager.sync)
+        seconds, sync = timed(manager.indexer.sync)
         chunks = manager.storage.count_chunks()
         self.report.details.setdefault(section, {})["keyword_full_sync"] = {
             "seconds": seconds, "files": sync.files_scanned, "chunks": chunks,
@@ -152,7 +152,7 @@ class MemoryBench:
                         "s", target=TARGET_KEYWORD_SYNC_S if target_sync else None,
                         note="searchable; the trigram index fills in the background")
         self.trigram_complete(section, manager, seconds)
-        times = repeated(manager.sync, self.resync_repeats)
+        times = repeated(manager.indexer.sync, self.resync_repeats)
         self.report.add(section, "no-change re-sync keyword-only (median)", statistics.median(times) * 1000, "ms",
                         target=TARGET_RESYNC_S * 1000, note=f"{self.resync_repeats} runs, min {min(times) * 1000:.1f} ms")
         if searches:
@@ -164,7 +164,7 @@ class MemoryBench:
 
     def trigram_complete(self, section: str, manager: MemoryManager, sync_seconds: float) -> None:
         """Wait for the background trigram fill a full sync starts, so later figures see a whole index."""
-        fill_seconds, _ = timed(manager.finish_indexing)
+        fill_seconds, _ = timed(manager.indexer.finish_indexing)
         self.report.add(section, "  trigram index complete (from the start of the sync)", sync_seconds + fill_seconds,
                         "s", note=f"{fill_seconds:.2f} s after sync() returned")
 
@@ -184,8 +184,8 @@ class MemoryBench:
     def auto_sync_cost(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager) -> None:
         """The default search path checks the disk for changes at most every 2 s per scope."""
         for scope_label, scope in (("user scope", ws.user_scope), ("big scope", ws.big_scope)):
-            times = repeated(lambda scope=scope: manager._disk_changed(scope), 20)
-            files = len(manager._disk_files(scope)[0])
+            times = repeated(lambda scope=scope: manager.indexer._disk_changed(scope), 20)
+            files = len(manager.indexer.scanner.files(scope)[0])
             self.report.add(section, f"auto_sync disk check, {scope_label} ({files} files incl. knowledge), median",
                             statistics.median(times) * 1000, "ms")
         # The same check as the search path pays it: auto_sync=True with the 2 s window expired.
@@ -193,7 +193,7 @@ class MemoryBench:
         scope = ws.big_scope
 
         def forced(_: object) -> int:
-            manager._last_disk_check.clear()
+            manager.indexer._last_disk_check.clear()
             return len(manager.search(query, scope, auto_sync=True))
 
         with_check, _ = measure(list(range(20)), forced, warmup=2)
@@ -208,7 +208,7 @@ class MemoryBench:
         reset_index(ws.root)
         embedder = hash_embedder()
         manager = open_manager(ws, embedder, NO_ANN)
-        seconds, sync = timed(manager.sync)
+        seconds, sync = timed(manager.indexer.sync)
         chunks = manager.storage.count_chunks()
         self.report.details.setdefault(section, {})["hybrid_full_sync"] = {
             "seconds": seconds, "files": sync.files_scanned, "chunks": chunks, "embed_calls": sync.embed_calls,
@@ -221,7 +221,7 @@ class MemoryBench:
         self.report.add(section, "  embedding calls in full hybrid sync", float(sync.embed_calls), "calls",
                         note=f"batch {HYBRID_BATCH}; {sync.vectors_written} vectors written")
         self.trigram_complete(section, manager, seconds)
-        times = repeated(manager.sync, self.resync_repeats)
+        times = repeated(manager.indexer.sync, self.resync_repeats)
         self.report.add(section, "no-change re-sync hybrid (median)", statistics.median(times) * 1000, "ms",
                         target=TARGET_RESYNC_S * 1000, note=f"{self.resync_repeats} runs, embed calls {embedder.calls - sync.embed_calls}")
         if searches:
@@ -263,14 +263,14 @@ class MemoryBench:
 
     def ram_recall(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager) -> None:
         """The in-RAM search must return what LanceDB's exact scan returns (recall 1.0)."""
-        assert manager.vectors is not None and manager._vector_cache is not None
+        assert manager.vectors is not None and manager.vector_cache is not None
         scopes = [ws.big_scope, KNOWLEDGE_SCOPE]
         recalls = []
         for query in self.queries.english[:50]:
             vector = manager.retriever._query_vector(query)
             assert vector is not None
             exact = {cid for cid, _ in manager.vectors.search(vector, scopes, 32, exact=True)}
-            ram = manager._vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))
+            ram = manager.vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))
             recalls.append(len(exact & {cid for cid, _ in ram or []}) / max(1, len(exact)))
         self.report.add(section, "in-RAM vector search recall@32 vs LanceDB exact (big scope)",
                         statistics.fmean(recalls), "ratio")

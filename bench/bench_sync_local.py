@@ -71,7 +71,7 @@ def walk_files(root: Path) -> Iterator[Path]:
 
 
 def _walk(top: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: frozenset[str] = frozenset()) -> Iterator[Path]:
-    """``MemoryManager._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
+    """``memory.scan._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
     if not top.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(top):

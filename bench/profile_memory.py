@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             copy_markdown(args.workspace, scratch)
             manager = manager_for(scratch, hybrid=False)
-            profile("full keyword-only sync", manager.sync, top=30)
+            profile("full keyword-only sync", manager.indexer.sync, top=30)
             manager.close()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     hybrid = args.operation.startswith("hybrid")
     manager = manager_for(args.workspace, hybrid)
     if args.operation in ("hybrid-resync", "keyword-resync"):
-        manager.sync()
-        profile("no-change re-sync", manager.sync, repeat=5)
+        manager.indexer.sync()
+        profile("no-change re-sync", manager.indexer.sync, repeat=5)
     elif args.operation in ("hybrid-search", "keyword-search"):
         def loop() -> None:
             for query in queries:
@@ -105,16 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         loop()
         profile(f"{len(queries)} searches ({args.kind}) in {args.scope}", loop)
     elif args.operation == "hybrid-change":
-        manager.sync()
+        manager.indexer.sync()
         target = sorted((args.workspace / "scopes" / args.scope / "memory").glob("*.md"))[-1]
 
         def change() -> None:
             append_text(target, f"- profiled change {time.time()}")
-            manager.sync(args.scope)
+            manager.indexer.sync(args.scope)
 
         profile("1 file changed, sync(scope)", change, repeat=1)
     elif args.operation == "disk-check":
-        profile("disk check", lambda: manager._disk_changed(args.scope), repeat=20)
+        profile("disk check", lambda: manager.indexer._disk_changed(args.scope), repeat=20)
     manager.close()
     return 0
 

@@ -35,8 +35,8 @@ def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
 def _sync_with_progress(services: Services, scope: str | None) -> SyncReport:
     """Sync, then fill the substring (trigram) index that a sync leaves to a background thread."""
     with stderr_progress() as progress:
-        report = services.memory.sync(scope, progress=progress)
-        services.memory.finish_indexing(progress)
+        report = services.memory.indexer.sync(scope, progress=progress)
+        services.memory.indexer.finish_indexing(progress)
     return report
 
 

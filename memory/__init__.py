@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     )
     from .flush import Flusher, Summarizer, conversation_text
     from .forgetting import Forgetter, NothingToForget, pending_forget_jobs
+    from .indexer import SyncReport
     from .keyword import count_cjk
     from .knowledge import KnowledgeError, KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .locks import WorkspaceLock, WorkspaceLockTimeout
-    from .manager import IndexCheck, MemoryManager, SyncReport
+    from .manager import IndexCheck, MemoryManager
     from .portability import Portability, PortabilityError, TransferReport
     from .retrieval.result import SearchResult
     from .scopes import (
@@ -89,7 +90,7 @@ _HOMES = {
     "IndexCheck": "manager",
     "MemoryManager": "manager",
     "MemoryPathError": "scopes",
-    "SyncReport": "manager",
+    "SyncReport": "indexer",
     "Portability": "portability",
     "PortabilityError": "portability",
     "TransferReport": "portability",

@@ -257,7 +257,7 @@ class MemoryFile:
             self._keep_current(scope, file)
             atomic_write(target, data)
             version = self._record(scope, data, cause, file)
-        self.manager.mark_dirty(scope)
+        self.manager.indexer.mark_dirty(scope)
         return version
 
     def revert(self, scope: str, version: int | None = None, file: str = MEMORY_FILE) -> tuple[int, str]:

@@ -160,5 +160,5 @@ class Flusher:
                 append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
             self.store.remember_summary(job, summary, _SUMMARY_KEEP_CHARS)
         if written:
-            self.memory.mark_dirty(job.scope)
+            self.memory.indexer.mark_dirty(job.scope)
         return written

@@ -205,20 +205,20 @@ class Forgetter:
             _rewrite_without(path, matches, keep_lines=relative != MEMORY_FILE)
         self.memory_file.scrub_versions(scope, matches)
         self.conversations.forget_text(scope, matches)
-        report = self.memory.sync(scope)
+        report = self.memory.indexer.sync(scope)
         if not report.ok:
             log.warning("re-indexing %s during a forget failed (%s); its files leave the index until the next sync",
                         scope, report.error)
         stale = {path for path, _s, _e, text, _h in self.memory.storage.scope_chunks(scope) if matches(text)}
         if stale:
-            self.memory.unindex(scope, stale)
+            self.memory.indexer.unindex(scope, stale)
         with self.memory.storage.write() as conn:
             self.memory.storage.drop_cached_vectors(conn, doomed)
 
     def _remove_scope(self, scope: str) -> None:
         indexed = [path for (_scope, path) in self.memory.storage.files(scope)]
         indexed += [path for path, *_rest in self.memory.storage.scope_chunks(scope)]
-        hashes = self.memory.unindex(scope, indexed, erase=True)
+        hashes = self.memory.indexer.unindex(scope, indexed, erase=True)
         with self.memory.storage.write() as conn:
             self.memory.storage.drop_cached_vectors(conn, hashes)
         self.memory_file.erase_history(scope)
@@ -232,7 +232,7 @@ class Forgetter:
 
     def _remove_days(self, scope: str, before: date) -> None:
         old, indexed = self._old_days(scope, before)
-        hashes = self.memory.unindex(scope, indexed + [relative for _p, relative in old])
+        hashes = self.memory.indexer.unindex(scope, indexed + [relative for _p, relative in old])
         with self.memory.storage.write() as conn:
             self.memory.storage.drop_cached_vectors(conn, hashes)
         for path, _relative in old:
@@ -253,7 +253,7 @@ class Forgetter:
 
     def _wipe(self, scope: str) -> None:
         """Make every deletion physical."""
-        self.memory.finish_indexing()
+        self.memory.indexer.finish_indexing()
         self.memory.keywords.merge()
         if self.memory.vectors is not None:
             with self.memory.lock:

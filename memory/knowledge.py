@@ -194,7 +194,7 @@ class KnowledgeService:
         """Regenerate index.md from the pages on disk (e.g. after hand edits); the next search re-indexes it."""
         with self._manager.lock:
             if self._write_index():
-                self._manager.mark_dirty(KNOWLEDGE_SCOPE)
+                self._manager.indexer.mark_dirty(KNOWLEDGE_SCOPE)
 
     # ============================================================== internals
     def _record(self, actor: str, action: str, detail: str) -> None:
@@ -206,8 +206,8 @@ class KnowledgeService:
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%S")
         append_text(self._dir / LOG_FILE, f"- {stamp} {actor} {action} {detail}")
         self._write_index()
-        self._manager.mark_dirty(KNOWLEDGE_SCOPE)
-        report = self._manager.sync(KNOWLEDGE_SCOPE)
+        self._manager.indexer.mark_dirty(KNOWLEDGE_SCOPE)
+        report = self._manager.indexer.sync(KNOWLEDGE_SCOPE)
         if not report.ok:
             log.warning("knowledge %s of %s is saved but not yet searchable: %s", action, detail, report.error)
 

@@ -185,9 +185,9 @@ class Portability:
                     counts = self._restore(archive, scope, progress)
         except ArchiveError as exc:
             raise PortabilityError(str(exc)) from None
-        self.manager.mark_dirty(scope)
-        report = self.manager.sync(scope, progress=progress)
-        self.manager.finish_indexing(progress)
+        self.manager.indexer.mark_dirty(scope)
+        report = self.manager.indexer.sync(scope, progress=progress)
+        self.manager.indexer.finish_indexing(progress)
         if not report.ok:
             raise PortabilityError(f"the files of scope {scope!r} were restored but indexing failed ({report.error}); "
                                    f"`membridge memory sync --scope {scope}` retries it")

@@ -127,8 +127,8 @@ async def test_doctor_fills_what_a_killed_sync_left_queued(config_file, tmp_path
     memory_md.parent.mkdir(parents=True)
     memory_md.write_text("- redeployment of the kiosk\n")
     manager = MemoryManager(Workspace(tmp_path / "ws"), MemorySettings(), embedder=None)
-    manager._start_trigram_fill = lambda: None  # as if killed before the background fill ran
-    manager.sync()
+    manager.indexer._start_trigram_fill = lambda: None  # as if killed before the background fill ran
+    manager.indexer.sync()
     manager.close()
     _code, out, _ = await membridge(config_file(), "doctor")
     assert "ok    workspace:" in out and "1 chunks indexed, keyword index intact; 1 queued for the substring index, added now" in out
@@ -144,8 +144,8 @@ def _damaged_index(tmp_path: Path, damage: str) -> None:
     memory_md.parent.mkdir(parents=True)
     memory_md.write_text("- the parrot says hello\n")
     manager = MemoryManager(Workspace(tmp_path / "ws"), MemorySettings(), embedder=None)
-    manager.sync()
-    manager.finish_indexing()
+    manager.indexer.sync()
+    manager.indexer.finish_indexing()
     manager.close()
     with sqlite3.connect(tmp_path / "ws" / "index.db") as db:
         db.execute(damage)

@@ -200,7 +200,7 @@ async def test_start_loads_the_vectors_of_recently_active_chats(tmp_path, fake_l
     embedding = {"provider": "openai", "base_url": fake_llm.base_url, "api_key": "test-key", "model": "emb"}
     first = make_services(tmp_path / "ws", fake_llm.base_url, embedding=embedding)
     first.memory.append_daily("telegram-42", "- Ann's cat is called Miso")
-    await asyncio.to_thread(first.memory.sync)  # the fake embedding server runs on this loop
+    await asyncio.to_thread(first.memory.indexer.sync)  # the fake embedding server runs on this loop
     first.conversations.ensure_session("telegram:42", "telegram-42", "telegram")
     first.close()
     services = make_services(tmp_path / "ws", fake_llm.base_url, embedding=embedding)  # a restart
@@ -208,10 +208,10 @@ async def test_start_loads_the_vectors_of_recently_active_chats(tmp_path, fake_l
     await bridge.start(timer=False)
     try:
         deadline = asyncio.get_running_loop().time() + HANG_GUARD_S
-        while "telegram-42" not in services.memory._vector_cache._blocks:  # warmed in the background
+        while "telegram-42" not in services.memory.vector_cache._blocks:  # warmed in the background
             assert asyncio.get_running_loop().time() < deadline, "the vector cache was never warmed"
             await asyncio.sleep(0.02)
-        assert list(services.memory._vector_cache._blocks) == ["telegram-42"]  # knowledge is empty here
+        assert list(services.memory.vector_cache._blocks) == ["telegram-42"]  # knowledge is empty here
     finally:
         await bridge.shutdown()
 

@@ -195,7 +195,7 @@ async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_
     scope = f"slack-{TEAM_ID}-U0ALICE"
     services.dreamer.memory_file.write(scope, b"- Alice uses Helix\n- Alice's badge is 5150\n", "dream")
     daily = services.memory.append_daily(scope, "- Alice lost badge 5150", when=datetime(2026, 12, 1, 9, 30))
-    services.memory.sync(scope)
+    services.memory.indexer.sync(scope)
     listing = await slash_memory(slack, channel, "forget badge")
     assert listing.splitlines() == [
         "“badge” is in:", "```", "memory files: 2; file versions: 1; index: 2",
@@ -228,7 +228,7 @@ async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_alic
     alice, bob = f"slack-{TEAM_ID}-U0ALICE", f"slack-{TEAM_ID}-U0BOB"
     for scope in (alice, bob):
         services.memory.append_daily(scope, f"- {scope} rides a red bike")
-        services.memory.sync(scope)
+        services.memory.indexer.sync(scope)
     before = {path: path.read_bytes() for path in services.workspace.scope_dir(bob).rglob("*") if path.is_file()}
     assert await slash_memory(slack, channel, "forget-me") == (
         "I keep about you: 1 file, 1 chunk. Send /memory forget-me! to erase all of it for good. What you said in "

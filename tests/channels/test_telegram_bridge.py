@@ -163,7 +163,7 @@ async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_
     telegram, llm, services = world
     services.dreamer.memory_file.write("telegram-501", b"- Maya plays the oboe\n- Maya's PIN is 4411\n", "dream")
     daily = services.memory.append_daily("telegram-501", "- Maya said her PIN is 4411", when=datetime(2026, 12, 1, 9, 30))
-    services.memory.sync("telegram-501")
+    services.memory.indexer.sync("telegram-501")
     telegram.push_text(501, 501, "/memory forget pin is 4411")
     [listing] = await telegram.wait_sent(1)
     assert listing["visible"].splitlines() == [  # a code block: the listing's indent shows, as written
@@ -200,7 +200,7 @@ async def test_forget_me_lists_what_is_kept_then_forget_me_bang_erases_only_the_
     for user in (501, 502):
         services.dreamer.memory_file.write(f"telegram-{user}", f"- user {user} likes chess\n".encode(), "dream")
         services.memory.append_daily(f"telegram-{user}", f"- user {user} lives in Lyon")
-        services.memory.sync(f"telegram-{user}")
+        services.memory.indexer.sync(f"telegram-{user}")
     other = services.workspace.scope_dir("telegram-502")
     before = {path: path.read_bytes() for path in other.rglob("*") if path.is_file()}
     telegram.push_text(501, 501, "/memory forget-me")

@@ -22,16 +22,17 @@ from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # no
 from memory.conversations import ConversationStore  # noqa: E402
 from memory.database import Database  # noqa: E402
 from memory.dream import MemoryFile  # noqa: E402
+from memory.indexer import Indexer  # noqa: E402
 from memory.vectors import LanceDBBackend  # noqa: E402
 
 TOKEN = "Zorblaxquint"
 #: Steps of a forget or an erase, roughly in order (``wipe`` and after: the job row holds no text).
 STEPS = {
-    "unindex": (MemoryManager, "unindex"),
+    "unindex": (Indexer, "unindex"),
     "rewrite": (forgetting, "_rewrite_without"),
     "versions": (MemoryFile, "scrub_versions"),
     "conversations": (ConversationStore, "forget_text"),
-    "sync": (MemoryManager, "sync"),
+    "sync": (Indexer, "sync"),
     "history": (MemoryFile, "erase_history"),
     "sessions": (ConversationStore, "erase_scope"),
     "wipe": (forgetting.Forgetter, "_wipe"),

@@ -32,10 +32,10 @@ async def test_batches_follow_the_batch_size(fake: FakeOpenAI, workspace) -> Non
     for i in range(100):
         write(workspace, "alice", f"memory/n{i:03d}.md", f"- note {i}\n")
     manager = MemoryManager(workspace, MemorySettings(), embedder=embedder)
-    report = await _in_thread(manager.sync)
+    report = await _in_thread(manager.indexer.sync)
     assert report.ok and report.embed_calls == math.ceil(100 / 10) == len(fake.embed_requests)
     assert all(len(r["input"]) <= 10 for r in fake.embed_requests)
-    again = await _in_thread(manager.sync)
+    again = await _in_thread(manager.indexer.sync)
     assert again.embed_calls == 0 and len(fake.embed_requests) == 10
     manager.close()
 
@@ -43,7 +43,7 @@ async def test_batches_follow_the_batch_size(fake: FakeOpenAI, workspace) -> Non
 async def test_a_500_from_the_endpoint_still_gives_keyword_results(fake: FakeOpenAI, workspace) -> None:
     write(workspace, "alice", "MEMORY.md", "- prefers green tea\n")
     manager = MemoryManager(workspace, MemorySettings(), embedder=provider(fake, max_retries=0))
-    assert (await _in_thread(manager.sync)).ok
+    assert (await _in_thread(manager.indexer.sync)).ok
     fake.fail_embeddings(500, times=5)
     hits = await _in_thread(lambda: manager.search("green tea", "alice"))
     assert [h.path for h in hits] == ["MEMORY.md"] and hits[0].vector_score is None
@@ -85,7 +85,7 @@ class _LocalModel(LocalEmbedding):
 def test_a_local_model_that_fails_to_load_degrades_search_to_keywords(make_manager, workspace, caplog) -> None:
     write(workspace, "alice", "MEMORY.md", "- prefers green tea\n")
     indexed = make_manager(embedder=_LocalModel(broken=False))
-    assert indexed.sync().ok
+    assert indexed.indexer.sync().ok
     indexed.close()
     manager = make_manager(embedder=_LocalModel(broken=True))  # e.g. the next start, the model file damaged
     caplog.set_level("WARNING")

@@ -81,7 +81,7 @@ def test_expire_drops_old_daily_files_and_what_came_of_them(stack) -> None:
         forgetter.memory_file.write("alice", (text + "\n").encode(), "console edit", file=f"memory/{day}.md")
     (ws.dreams_dir("alice")).mkdir(parents=True)
     (ws.dreams_dir("alice") / "2026-10-01.md").write_text(f"dreamt of {ASCII}\n", encoding="utf-8")
-    assert manager.sync("alice").ok
+    assert manager.indexer.sync("alice").ok
 
     assert forgetter.expire("alice", date(2026, 11, 1))
     assert not forgetter.expire("alice", date(2026, 11, 1))  # nothing older left: no job, no vacuum

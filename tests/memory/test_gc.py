@@ -32,7 +32,7 @@ def test_appends_to_one_daily_file_leave_only_the_chunks_vectors_after_the_grace
     manager = make_manager(chunk_max_chars=400)
     for i in range(100):
         manager.append_daily("alice", f"note {i}: the kiosk at gate {i} was redeployed")
-        manager.sync()
+        manager.indexer.sync()
     chunks = count(manager, "SELECT count(*) FROM chunks")
     cached = count(manager, "SELECT count(*) FROM embed_cache")
     assert chunks < 20 and cached > 50  # the growth the issue reported
@@ -43,7 +43,7 @@ def test_appends_to_one_daily_file_leave_only_the_chunks_vectors_after_the_grace
     assert count(manager, "SELECT count(*) FROM embed_cache") == chunks
     assert count(manager, "SELECT count(*) FROM embed_cache_unused") == 0
     assert used_vectors_missing(manager) == 0
-    assert manager.sync().embed_calls == 0  # nothing in use was lost: no re-embedding
+    assert manager.indexer.sync().embed_calls == 0  # nothing in use was lost: no re-embedding
     daily = {path.name for path in manager.workspace.root.glob("scopes/alice/memory/*.md")}
     assert len(daily) == 1 and [hit.path for hit in manager.search("kiosk gate 99", "alice")][:1] == [f"memory/{daily.pop()}"]
 
@@ -51,7 +51,7 @@ def test_appends_to_one_daily_file_leave_only_the_chunks_vectors_after_the_grace
 def test_a_vector_used_again_within_the_grace_is_kept_and_unmarked(make_manager) -> None:
     manager = make_manager()
     manager.append_daily("alice", "the kiosk was redeployed")
-    manager.sync()
+    manager.indexer.sync()
     model = manager.embedder.model_id
     with manager.db.transaction() as conn:  # what a running sync cached before writing its chunks
         manager.storage.store_vectors(conn, model, {"pending-hash": np.ones(4, dtype=np.float32)})

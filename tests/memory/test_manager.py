@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
-import time
-from datetime import datetime
 
 import numpy as np
 import pytest
@@ -17,10 +14,8 @@ from memory import (
     EmbeddingError,
     HashEmbedding,
     IndexCheck,
-    MemoryManager,
     MemoryPathError,
     ScopeError,
-    scan,
 )
 
 
@@ -44,10 +39,10 @@ def test_resync_of_an_edited_file_leaves_no_stale_hits(workspace, make_manager) 
     manager = make_manager()
     path = write(workspace, "alice", "MEMORY.md", "- favourite fruit: mango\n- city: Lisbon\n")
     write(workspace, "alice", "memory/2026-12-01.md", "- met Bob about the rocket launch\n")
-    manager.sync()
+    manager.indexer.sync()
     assert paths(manager.search("mango", "alice"))
     path.write_text("- favourite fruit: papaya\n- city: Lisbon\n", encoding="utf-8")
-    manager.sync()
+    manager.indexer.sync()
     assert manager.search("mango", "alice", min_score=0) == [] or all(
         "mango" not in r.text for r in manager.search("mango", "alice", min_score=0))
     assert [r.text for r in manager.search("papaya", "alice")] == ["- favourite fruit: papaya\n- city: Lisbon"]
@@ -59,7 +54,7 @@ def test_a_5000_character_line_is_fully_findable(workspace, make_manager) -> Non
     words = [f"token{i:04d}" for i in range(500)]
     write(workspace, "alice", "memory/2026-12-01.md", "header\n" + " ".join(words) + "\n")
     manager = make_manager(embedder=None)
-    manager.sync()
+    manager.indexer.sync()
     for probe in ("token0000", "token0250", "token0499"):
         hits = manager.search(probe, "alice")
         assert hits and probe in hits[0].text and hits[0].start_line == 2
@@ -70,10 +65,10 @@ def test_a_5000_character_line_is_fully_findable(workspace, make_manager) -> Non
 def test_a_deleted_file_disappears_from_results(workspace, make_manager) -> None:
     manager = make_manager()
     path = write(workspace, "alice", "memory/2026-11-30.md", "- the wifi password is hunter2\n")
-    manager.sync()
+    manager.indexer.sync()
     assert manager.search("hunter2", "alice")
     path.unlink()
-    report = manager.sync()
+    report = manager.indexer.sync()
     assert report.files_removed == 1
     assert manager.search("hunter2", "alice", min_score=0) == []
     assert manager.vectors is not None and manager.vectors.count() == 0
@@ -180,7 +175,7 @@ def test_scopes_never_leak(workspace, make_manager) -> None:
     (workspace.knowledge_dir / "birds").mkdir(parents=True)
     (workspace.knowledge_dir / "birds" / "falcon.md").write_text("# Falcon\nA falcon is a bird of prey.\n")
     manager = make_manager()
-    manager.sync()
+    manager.indexer.sync()
     bob = manager.search("falcon", "bob", min_score=0, limit=20)
     assert {r.scope for r in bob} == {"bob", KNOWLEDGE_SCOPE}
     assert all("blue-falcon" not in r.text for r in bob)
@@ -193,107 +188,11 @@ def test_embedding_failure_degrades_search_to_keywords(workspace, make_manager) 
     write(workspace, "alice", "MEMORY.md", "- the boat is called Nautilus\n")
     embedder = HashEmbedding()
     manager = make_manager(embedder=embedder)
-    manager.sync()
+    manager.indexer.sync()
     embedder.fail_with = EmbeddingError("HTTP 500")
     hits = manager.search("Nautilus", "alice")
     assert [h.path for h in hits] == ["MEMORY.md"]
     assert hits[0].vector_score is None and hits[0].score == hits[0].keyword_score
-
-
-def test_failed_sync_writes_nothing_and_the_next_succeeds(workspace, make_manager) -> None:
-    embedder = HashEmbedding()
-    manager = make_manager(embedder=embedder)
-    write(workspace, "alice", "MEMORY.md", "- first fact\n")
-    manager.sync()
-    before = manager.db.query("SELECT id, text FROM chunks ORDER BY id")
-    write(workspace, "alice", "memory/2026-12-01.md", "- second fact about zebras\n")
-    embedder.fail_with = EmbeddingError("HTTP 500")
-    report = manager.sync()
-    assert not report.ok and "nothing was written" in (report.error or "")
-    assert manager.db.query("SELECT id, text FROM chunks ORDER BY id") == before
-    assert ("alice", "memory/2026-12-01.md") not in manager.storage.files()
-    embedder.fail_with = None
-    report = manager.sync()
-    assert report.ok and report.files_changed == 1
-    assert paths(manager.search("zebras", "alice")) == [("memory/2026-12-01.md", 1)]
-
-
-def test_a_sync_that_fails_half_way_keeps_what_was_embedded_for_the_retry(workspace, make_manager) -> None:
-    class FailsOnThirdCall(HashEmbedding):
-        def embed(self, texts):  # type: ignore[no-untyped-def]
-            if self.calls == 2 and self.fail_with is None:
-                self.fail_with = EmbeddingError("HTTP 503 on the third batch")
-            return super().embed(texts)
-
-    for day in range(1, 31):
-        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- day {day}: " + " ".join(
-            f"word{day}x{i}" for i in range(12)) + "\n")
-    embedder = FailsOnThirdCall(batch_size=10)
-    manager = make_manager(embedder=embedder)
-    report = manager.sync()
-    assert not report.ok and report.embed_calls == 2 and manager.storage.count_chunks() == 0  # the index: untouched
-    embedder.fail_with = None
-    report = manager.sync()
-    assert report.ok and report.cache_hits == 20 and report.embed_calls == 1  # only the last 10 texts
-    assert report.vectors_written == 30
-
-
-def test_batched_embedding_calls_and_no_calls_on_resync(workspace, make_manager) -> None:
-    embedder = HashEmbedding(batch_size=16)
-    manager = make_manager(embedder=embedder)
-    for i in range(100):
-        write(workspace, "alice", f"memory/2026-10-{(i % 28) + 1:02d}-{i}.md", f"- note number {i} about topic {i * 7}\n")
-    report = manager.sync()
-    chunks = manager.storage.count_chunks()
-    assert chunks == 100
-    assert report.embed_calls == math.ceil(chunks / 16) == embedder.calls
-    again = manager.sync()
-    assert again.embed_calls == 0 and embedder.calls == math.ceil(chunks / 16)
-    assert again.files_changed == 0
-
-
-def test_changing_the_model_reembeds_from_stored_text(workspace, make_manager) -> None:
-    write(workspace, "alice", "MEMORY.md", "- one\n- two\n")
-    first = make_manager(embedder=HashEmbedding(model_id="hash:a"))
-    first.sync()
-    second = make_manager(embedder=HashEmbedding(model_id="hash:b"))
-    report = second.sync()
-    assert report.embed_calls == 1 and report.vectors_written == 1
-    assert manager_vec_models(second) == {"hash:b"}
-
-
-def manager_vec_models(manager) -> set[str]:
-    return {row[0] for row in manager.db.query("SELECT vec_model FROM chunks")}
-
-
-def test_dreams_and_dot_folders_are_not_indexed(workspace, make_manager) -> None:
-    write(workspace, "alice", "memory/dreams/2026-12-01.md", "- dreamt of unicorns\n")
-    write(workspace, "alice", "memory/.history/MEMORY.1.md", "- unicorns in history\n")
-    write(workspace, "alice", "memory/2026-12-01.md", "- real day\n")
-    manager = make_manager(embedder=None)
-    manager.sync()
-    assert {p for _, p in manager.storage.files()} == {"memory/2026-12-01.md"}
-    assert manager.search("unicorns", "alice") == []
-
-
-def test_search_syncs_files_changed_on_disk(workspace, make_manager) -> None:
-    manager = make_manager(embedder=None)
-    manager.sync()
-    write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
-    manager._last_disk_check.clear()
-    assert paths(manager.search("kayaking", "alice")) == [("MEMORY.md", 1)]
-
-
-def test_a_same_size_rewrite_with_the_same_mtime_is_found_by_the_next_search(workspace, make_manager) -> None:
-    path = write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
-    manager = make_manager(embedder=None)
-    assert paths(manager.search("kayaking", "alice")) == [("MEMORY.md", 1)]
-    stamp = path.stat().st_mtime_ns
-    path.write_text("- likes climbing\n", encoding="utf-8")  # same size
-    os.utime(path, ns=(stamp, stamp))  # a coarse clock: the same mtime as the indexed version
-    manager._last_disk_check.clear()
-    assert paths(manager.search("climbing", "alice")) == [("MEMORY.md", 1)]
-    assert manager.search("kayaking", "alice") == []
 
 
 def test_appended_daily_memory_is_searchable_at_once(workspace, make_manager) -> None:
@@ -312,8 +211,8 @@ def manager_daily_name(manager) -> str:
 def test_a_corrupt_fts_index_is_rebuilt_from_chunks(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n")
     manager = make_manager(embedder=None)
-    manager.sync()
-    manager.finish_indexing()  # the substring queue, empty before the check (not by a background thread)
+    manager.indexer.sync()
+    manager.indexer.finish_indexing()  # the substring queue, empty before the check (not by a background thread)
     with manager.db.lock:
         manager.db.conn.execute("DELETE FROM chunks_tri_data WHERE id > 1")
         manager.db.conn.execute("DELETE FROM chunks_fts_data WHERE id > 1")
@@ -327,10 +226,10 @@ def test_an_apostrophe_in_a_file_name_works_with_vectors(workspace, make_manager
     path = workspace.knowledge_dir / "misc" / "it's.md"
     path.write_text("# It's\nthe quoted file about lanterns\n")
     manager = make_manager()
-    manager.sync()
+    manager.indexer.sync()
     assert [r.path for r in manager.search("lanterns", "alice")] == ["knowledge/misc/it's.md"]
     path.unlink()
-    manager.sync()
+    manager.indexer.sync()
     assert manager.search("lanterns", "alice", min_score=0) == []
 
 
@@ -382,21 +281,6 @@ def test_read_lines_returns_the_requested_lines(workspace, make_manager) -> None
     assert manager.read_lines("alice", "memory/2026-12-01.md", 2, 2) == "two\nthree"
 
 
-def test_two_managers_on_one_workspace_do_not_duplicate_vectors(workspace, make_manager) -> None:
-    import threading
-
-    for i in range(30):
-        write(workspace, "alice", f"memory/2026-09-{i + 1:02d}.md", f"- fact {i}\n")
-    first, second = make_manager(), make_manager()
-    threads = [threading.Thread(target=m.sync) for m in (first, second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert first.vectors is not None
-    assert first.vectors.count() == 30 == len(first.vectors.ids())
-
-
 def test_database_is_sqlite_wal(workspace, make_manager) -> None:
     manager = make_manager(embedder=None)
     conn = sqlite3.connect(workspace.db_path)
@@ -418,141 +302,3 @@ def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
     with pytest.raises(ScopeError):
         manager.search("kiwis", "telegram-1")
     manager.close()
-
-
-# ---------------------------------------------------------------- the trigram queue
-@pytest.fixture
-def no_background_fill(monkeypatch):
-    """Keep the trigram queue as a sync leaves it, so the queued path can be looked at."""
-    monkeypatch.setattr(MemoryManager, "_start_trigram_fill", lambda self: None)
-
-
-def test_substrings_are_found_while_queued_for_the_trigram_index(workspace, make_manager, no_background_fill) -> None:
-    write(workspace, "alice", "MEMORY.md", "- redeployment of the kiosk\n- 我们正在部署机器人系统\n")
-    manager = make_manager(embedder=None)
-    manager.sync()
-    assert manager.storage.trigram_queue() == 1
-    in_trigram_index = "SELECT count(*) FROM chunks_tri WHERE chunks_tri MATCH '\"deploym\"'"
-    assert manager.db.query(in_trigram_index)[0][0] == 0
-    assert [r.path for r in manager.search("deploym", "alice")] == ["MEMORY.md"]  # from the queue
-    assert [r.path for r in manager.search("部署机器", "alice")] == ["MEMORY.md"]  # the word index has it
-    assert manager.finish_indexing() == 1 and manager.storage.trigram_queue() == 0
-    assert manager.db.query(in_trigram_index)[0][0] == 1
-    assert [r.path for r in manager.search("deploym", "alice")] == ["MEMORY.md"]
-    assert manager.keywords.check()
-
-
-def test_editing_and_deleting_queued_chunks_keeps_the_indexes_exact(workspace, make_manager, no_background_fill) -> None:
-    memory_md = write(workspace, "alice", "MEMORY.md", "- the password is swordfish\n")
-    daily = write(workspace, "alice", "memory/2026-12-01.md", "- bought marmalade\n")
-    manager = make_manager(embedder=None)
-    manager.sync()
-    memory_md.write_text("- the password is albatross\n", encoding="utf-8")
-    daily.unlink()
-    manager.sync()  # both files changed while their chunks were still queued
-    assert manager.search("ordfis", "alice", min_score=0) == []
-    assert manager.search("armala", "alice", min_score=0) == []
-    assert [r.text for r in manager.search("batros", "alice")] == ["- the password is albatross"]
-    manager.finish_indexing()
-    memory_md.write_text("- the password is pelican\n", encoding="utf-8")
-    manager.sync()  # now an indexed chunk changes: its trigram entry is deleted with the old text
-    assert manager.keywords.check()
-    assert manager.search("batros", "alice", min_score=0) == []
-    assert [r.text for r in manager.search("elica", "alice")] == ["- the password is pelican"]
-
-
-def test_the_background_fill_empties_the_queue(workspace, make_manager) -> None:
-    for day in range(1, 21):
-        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- note {day} about the observatory\n" * 40)
-    manager = make_manager(embedder=None, chunk_max_chars=64)
-    manager.sync()
-    wait_for_empty_queue(manager)
-    assert manager.keywords.check()
-    assert manager.search("bservato", "alice")
-
-
-def test_a_queue_left_by_a_crash_is_filled_by_the_next_process(workspace, make_manager, monkeypatch) -> None:
-    write(workspace, "alice", "MEMORY.md", "- redeployment of the kiosk\n")
-    first = make_manager(embedder=None)
-    monkeypatch.setattr(first, "_start_trigram_fill", lambda: None)
-    first.sync()
-    first.close()  # as if killed before the fill: the queue is in the database
-    second = make_manager(embedder=None)
-    assert second.storage.trigram_queue() == 1
-    second.sync()  # nothing changed on disk, but the queue is not empty: the filler starts
-    wait_for_empty_queue(second)
-    assert second.keywords.check()
-
-
-def wait_for_empty_queue(manager: MemoryManager) -> None:
-    deadline = time.monotonic() + 20
-    while manager.storage.trigram_queue() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert manager.storage.trigram_queue() == 0
-
-
-def test_a_search_does_not_wait_for_a_long_sync_elsewhere(workspace, make_manager) -> None:
-    write(workspace, "alice", "MEMORY.md", "- likes kayaking\n")
-    bot = make_manager(embedder=None)
-    bot.sync()
-    other_shell = make_manager(embedder=None)  # its own file lock, as another process has
-    other_shell.lock.acquire()
-    try:
-        write(workspace, "alice", "memory/2026-12-01.md", "- booked a climbing course\n")
-        bot._last_disk_check.clear()
-        started = time.monotonic()
-        assert bot.search("climbing", "alice") == []  # the index as it is, without the new file
-        assert 1.5 < time.monotonic() - started < 5
-    finally:
-        other_shell.lock.release()
-    bot._last_disk_check.clear()
-    assert paths(bot.search("climbing", "alice")) == [("memory/2026-12-01.md", 1)]
-
-
-def test_a_long_embedding_does_not_hold_the_workspace_lock(workspace, make_manager) -> None:
-    import threading
-
-    class Slow(HashEmbedding):
-        def embed(self, texts):  # type: ignore[no-untyped-def]
-            time.sleep(0.3)
-            return super().embed(texts)
-
-    for day in range(1, 26):
-        write(workspace, "alice", f"memory/2026-11-{day:02d}.md", f"- day {day} notes about topic{day}\n")
-    embedder = Slow(batch_size=5)
-    syncing = make_manager(embedder=embedder)
-    result: list = []
-    worker = threading.Thread(target=lambda: result.append(syncing.sync()))
-    worker.start()
-    time.sleep(0.4)  # the sync is embedding its 5 batches (1.5 s)
-    bot = make_manager(embedder=None)  # another process's write
-    started = time.monotonic()
-    bot.append_daily("alice", "- a note written meanwhile", when=datetime(2026, 11, 30, 12, 0))
-    waited = time.monotonic() - started
-    worker.join(10)
-    [report] = result
-    assert waited < 0.5 and report.ok and report.cache_hits == 0
-    # the rescan under the lock found the file written meanwhile: one more call, 26 vectors
-    assert (report.embed_calls, report.files_changed, report.vectors_written) == (6, 26, 26)
-    assert "written meanwhile" in " ".join(r.text for r in syncing.search("written meanwhile", "alice"))
-
-
-def test_a_sync_with_nothing_to_embed_reads_the_disk_once(workspace, make_manager, monkeypatch) -> None:
-    """A scan outside the lock, then a rescan under it, is only worth it when texts must be
-    embedded in between; otherwise one scan under the lock does (a no-change sync of 1,000 files
-    cost twice its time with two)."""
-    write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n")
-    write(workspace, "alice", "memory/2026-11-30.md", "- the kiosk was redeployed\n")
-    manager = make_manager()
-    manager.sync()  # embeds both texts: scanned, embedded outside the lock, scanned again
-    stats: list[str] = []
-    read = scan._disk_file
-    monkeypatch.setattr(scan, "_disk_file", lambda scope, path, absolute: (stats.append(path), read(scope, path, absolute))[1])
-    write(workspace, "alice", "MEMORY.md", "- the parrot says hello\n- a new line\n")
-    report = manager.sync()
-    assert report.files_changed == 1 and report.embed_calls == 1 and sorted(stats) == [
-        "MEMORY.md", "MEMORY.md", "memory/2026-11-30.md", "memory/2026-11-30.md"]
-    stats.clear()
-    assert manager.sync().files_changed == 0
-    assert sorted(stats) == ["MEMORY.md", "memory/2026-11-30.md"]
-    assert paths(manager.search("new line", "alice")) == [("MEMORY.md", 1)]

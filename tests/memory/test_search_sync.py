@@ -53,7 +53,7 @@ def test_a_big_backlog_is_synced_in_the_background_not_in_the_turn(workspace, ma
         write(workspace, "alice", f"memory/2026-{1 + n // 28:02d}-{1 + n % 28:02d}.md", f"- note {n} about the garden\n")
     assert manager.search("garden", "alice") == []  # answered at once, from the index as it is
     assert embedder.waiting.wait(30)  # ...while a background sync embeds the backlog
-    background = manager._background_sync
+    background = manager.indexer._background_sync
     assert background is not None
     embedder.gate.set()
     background.join(30)

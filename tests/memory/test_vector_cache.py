@@ -207,12 +207,12 @@ def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> N
         write(workspace, "alice", f"memory/2026-11-0{day}.md", "\n\n".join(lines[day * 20 - 20 : day * 20]) + "\n")
     write(workspace, "bob", "MEMORY.md", "- bob's private note word5\n")
     manager = make_manager(chunk_max_chars=64)
-    manager.sync()
-    assert manager.vectors is not None and manager._vector_cache is not None
+    manager.indexer.sync()
+    assert manager.vectors is not None and manager.vector_cache is not None
     scopes = ["alice", KNOWLEDGE_SCOPE]
     for query in ("word5 word17", "note 33", "word90"):
         vector = manager.retriever._query_vector(query)
-        from_ram = manager._vector_cache.search(vector, scopes, 20, manager.storage.generations(scopes))
+        from_ram = manager.vector_cache.search(vector, scopes, 20, manager.storage.generations(scopes))
         from_lance = manager.vectors.search(vector, scopes, 20, exact=True)
         # the same similarities in the same order; ids may swap only among equal scores
         assert [s for _, s in from_ram] == pytest.approx([s for _, s in from_lance], abs=1e-5)
@@ -230,7 +230,7 @@ def test_a_sync_by_another_process_is_seen_by_the_next_search(workspace, make_ma
     assert [r.text for r in bot.search("green tea", "alice")] == ["- likes green tea"]
     cli = make_manager()  # its own SQLite connection and LanceDB handle, as `membridge memory sync` has
     write(workspace, "alice", "memory/2026-12-01.md", "- the launch code is 7781 for the rocket\n")
-    cli.sync("alice")
+    cli.indexer.sync("alice")
     [hit] = [r for r in bot.search("launch code rocket", "alice", auto_sync=False) if r.path.startswith("memory/")]
     assert hit.vector_score is not None and hit.vector_score > 0.3
 
@@ -242,8 +242,8 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
     manager = make_manager(HashEmbedding(dim=1024, model_id="hash:1024"), vector_cache_mb=1, chunk_max_chars=64)
     write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
     write(workspace, "bob", "MEMORY.md", "- likes black coffee\n")
-    manager.sync()
-    cache = manager._vector_cache
+    manager.indexer.sync()
+    cache = manager.vector_cache
     assert cache is not None and manager.vectors is not None
     assert manager.warm(["alice", "bob"]) == 2  # the knowledge base is empty: nothing to hold
     scopes = ["alice", KNOWLEDGE_SCOPE]
@@ -253,7 +253,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
         write(workspace, "alice", f"memory/2026-11-{day:02d}.md", "\n\n".join(notes) + "\n")
         if day % 3 == 0:  # and a rewrite of MEMORY.md: old chunks removed, new ones added
             write(workspace, "alice", "MEMORY.md", f"- likes green tea\n\n- day {day}: word{day % 31}\n")
-        manager.sync("alice")
+        manager.indexer.sync("alice")
         assert cache.nbytes <= budget
         vector = manager.retriever._query_vector(f"word{day % 31} note")
         ram = cache.search(vector, scopes, 10, manager.storage.generations(scopes))
@@ -277,15 +277,15 @@ def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_man
     loads: list[str] = []
     original = manager._load_scope_vectors
     manager._load_scope_vectors = lambda scope: loads.append(scope) or original(scope)  # type: ignore[method-assign]
-    manager._vector_cache._load = manager._load_scope_vectors  # type: ignore[union-attr]
+    manager.vector_cache._load = manager._load_scope_vectors  # type: ignore[union-attr]
     path = write(workspace, "alice", "MEMORY.md", "- likes black coffee\n")
-    manager.sync("alice")
+    manager.indexer.sync("alice")
     [hit] = manager.search("black coffee", "alice", auto_sync=False)
     expected = float(np.dot(manager.retriever._query_vector("black coffee"), HashEmbedding().embed([hit.text])[0]))
     assert hit.vector_score == pytest.approx(max(0.0, expected), abs=1e-5)
     assert loads == []
     path.unlink()
-    manager.sync("alice")
+    manager.indexer.sync("alice")
     assert manager.search("black coffee", "alice", auto_sync=False, min_score=0) == []
     assert loads == []
 
@@ -293,7 +293,7 @@ def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_man
 def test_vector_cache_off_uses_lancedb(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
     manager = make_manager(vector_cache_mb=0)
-    assert manager._vector_cache is None
+    assert manager.vector_cache is None
     [hit] = manager.search("green tea", "alice")
     assert hit.vector_score is not None and hit.vector_score > 0.5
 
@@ -303,13 +303,13 @@ def test_warm_loads_the_active_scopes_and_knowledge_before_any_search(workspace,
     write(workspace, "bob", "MEMORY.md", "- likes black coffee\n")
     (workspace.knowledge_dir / "drinks").mkdir(parents=True)
     (workspace.knowledge_dir / "drinks" / "tea.md").write_text("# Tea\n\nGreen tea is unoxidised.\n")
-    make_manager().sync()
+    make_manager().indexer.sync()
     manager = make_manager()  # a fresh process: nothing in RAM yet
     assert manager.warm(["alice"]) == 2
-    assert sorted(manager._vector_cache._blocks) == [KNOWLEDGE_SCOPE, "alice"]
+    assert sorted(manager.vector_cache._blocks) == [KNOWLEDGE_SCOPE, "alice"]
     loads: list[str] = []
-    original = manager._vector_cache._load
-    manager._vector_cache._load = lambda scope: loads.append(scope) or original(scope)
+    original = manager.vector_cache._load
+    manager.vector_cache._load = lambda scope: loads.append(scope) or original(scope)
     assert manager.search("green tea", "alice")[0].vector_score is not None
     assert loads == []
 

@@ -88,8 +88,8 @@ def test_a_workspace_moves_its_vectors_by_copying_the_folder(workspace: Workspac
     """README: an existing workspace's ``vectors/`` uploaded as it is (``aws s3 sync``) is the table."""
     local = MemoryManager(workspace, MemorySettings(vector_cache_mb=0), embedder=HashEmbedding(), today=lambda: TODAY)
     local.append_daily("alice", f"- the {TOKEN} box is in the attic")
-    assert local.sync("alice").ok
-    local.finish_indexing()
+    assert local.indexer.sync("alice").ok
+    local.indexer.finish_indexing()
     ids = local.vectors.ids() if local.vectors is not None else set()
     local.close()
     for path in workspace.vectors_dir.rglob("*"):

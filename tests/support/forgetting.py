@@ -34,8 +34,8 @@ def plant(manager: MemoryManager, forgetter: Forgetter, scope: str, token: str) 
     job = store.trim(session, 3, "trim", "2026-12-01")
     assert job is not None
     assert store.remember_summary(job, f"- talked about {token}\n- said hello", 2000)
-    assert manager.sync(scope).ok
-    manager.finish_indexing()
+    assert manager.indexer.sync(scope).ok
+    manager.indexer.finish_indexing()
 
 
 def occurrences(root: Path, token: str) -> dict[str, int]:

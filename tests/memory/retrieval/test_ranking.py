@@ -83,7 +83,7 @@ def test_keyword_fallback_and_short_cjk_queries_still_hold(workspace, make_manag
     write(workspace, "alice", "memory/2026-11-30.md", "- 猫叫小白\n- 部署教程写完了\n")
     embedder = HashEmbedding()
     manager = make_manager(embedder=embedder, chunk_max_chars=64, chunk_overlap_lines=0)
-    manager.sync()
+    manager.indexer.sync()
     embedder.fail_with = EmbeddingError("HTTP 500")
     assert "猫" in manager.search("猫", "alice")[0].text
     assert "部署" in manager.search("部署", "alice")[0].text
