@@ -3,7 +3,7 @@
 Sync has three passes (docs/design.md §4). Pass 1 (:mod:`.scan`) finds changed files and chunks
 them; pass 2 embeds every chunk text that has no vector for the current model, in as few batched
 calls as the provider allows (the SQLite cache answers unchanged texts, and keeps each batch as it
-arrives); pass 3 writes. If embedding fails nothing is written to the index, so the next sync
+arrives); pass 3 writes (:mod:`.index_writer`). If embedding fails nothing is written to the index, so the next sync
 retries the same files instead of leaving them stranded without vectors, and pays only for the
 texts not yet embedded. The trigram (substring) index is filled after the sync by a thread.
 
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .chunker import embedding_text
 from .embedding import EmbeddingError
+from .index_writer import IndexWriter
 from .scan import DiskScanner, ProgressCallback, SyncPlan
 from .scopes import KNOWLEDGE_SCOPE, validate_scope
 from .storage import FileRecord
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .manager import MemoryManager
-    from .vectors import VectorRow
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,6 @@ _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it 
 #: The most new texts a search embeds itself before it answers (a few seconds of the local model
 #: on a busy machine); a bigger backlog is synced in the background.
 _INLINE_EMBED_TEXTS = 64
-#: Vectors written to the backend (and marked embedded) per transaction during a sync.
-VECTOR_WRITE_BATCH = 10_000
 
 
 @dataclass
@@ -74,6 +72,7 @@ class Indexer:
     def __init__(self, manager: MemoryManager) -> None:
         self._manager = manager
         self.scanner = DiskScanner(manager.workspace, manager.settings)
+        self._writer = IndexWriter(manager)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
@@ -195,7 +194,7 @@ class Indexer:
         vectors = self._embed_pass(texts, report, progress)
         if report.error is not None:
             return
-        self._write_pass(plan, vectors, report, progress)
+        self._writer.write(plan, vectors, report, progress)
         with self._dirty_lock:
             self._dirty.difference_update(covered if scope is not None else self._dirty.copy())
         now = time.monotonic()
@@ -276,117 +275,11 @@ class Indexer:
             return None
         return vectors
 
-    # ========================================================= pass 3: write
-    def _write_pass(
-        self,
-        plan: SyncPlan,
-        vectors: dict[str, np.ndarray],
-        report: SyncReport,
-        progress: ProgressCallback | None,
-    ) -> None:
-        """Pass 3: SQLite first (the truth), then the vector backend, then mark chunks embedded."""
-        storage = self._manager.storage
-        removed: dict[str, list[str]] = {}
-        with storage.write() as conn:
-            for scope, path in plan.removed:
-                removed.setdefault(scope, []).extend(storage.remove_file(conn, scope, path))
-            for done, (record, chunks) in enumerate(plan.changed, start=1):
-                removed.setdefault(record.scope, []).extend(storage.replace_file(conn, record, chunks))
-                report.chunks_written += len(chunks)
-                if progress and done % 50 == 0:
-                    progress("write", done, len(plan.changed))
-            for record in plan.touched:
-                storage.touch_file(conn, record)
-            generations = storage.bump_generations(conn, removed)
-        removed_ids = [cid for ids in removed.values() for cid in ids]
-        report.files_changed = len(plan.changed)
-        report.files_removed = len(plan.removed)
-        report.chunks_removed = len(removed_ids)
-        if progress:
-            progress("write", len(plan.changed), len(plan.changed))
-        backend, embedder = self._manager.vectors, self._manager.embedder
-        if backend is None or embedder is None:
-            return
-        for scope, generation in generations.items():
-            self._cache_apply(scope, generation, removed=removed[scope])
-        backend.delete_ids(removed_ids)
-        # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
-        pending = storage.vector_targets(embedder.model_id) if vectors else []
-        from .vectors import VectorRow
-
-        ready = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, h in pending if h in vectors]
-        for start in range(0, len(ready), VECTOR_WRITE_BATCH):
-            self._write_vectors(ready[start : start + VECTOR_WRITE_BATCH])
-        report.vectors_written = len(ready)
-        if ready or removed_ids:
-            self._drop_orphans()
-            backend.maintain()
-
-    def _write_vectors(self, rows: list[VectorRow]) -> None:
-        """One batch: the vector backend first, then the chunks marked embedded (in SQLite, the truth).
-
-        A crash between the two leaves the chunks unmarked, so the next sync writes them again
-        (an upsert by id: no duplicates). Batches bound the memory a 100k-chunk sync needs.
-        """
-        manager = self._manager
-        assert manager.vectors is not None and manager.embedder is not None
-        manager.vectors.upsert(rows)
-        by_scope: dict[str, list[VectorRow]] = {}
-        for row in rows:
-            by_scope.setdefault(row.scope, []).append(row)
-        with manager.db.transaction() as conn:
-            manager.storage.mark_embedded(conn, [row.id for row in rows], manager.embedder.model_id)
-            generations = manager.storage.bump_generations(conn, by_scope)
-        import numpy as np
-
-        for scope, generation in generations.items():
-            mine = by_scope[scope]
-            self._cache_apply(scope, generation, ids=[row.id for row in mine],
-                              vectors=np.vstack([row.vector for row in mine]))
-
-    def _cache_apply(self, scope: str, generation: int, **change: object) -> None:
-        """Keep the RAM vector cache (when there is one) at the index's new generation of ``scope``."""
-        cache = self._manager.vector_cache
-        if cache is not None:
-            cache.apply(scope, generation, **change)  # type: ignore[arg-type]
-
-    def _drop_orphans(self) -> None:
-        """Vectors whose chunk is gone from SQLite (a crash between the two writes) are removed."""
-        manager = self._manager
-        assert manager.vectors is not None and manager.embedder is not None
-        embedded = int(
-            manager.db.query("SELECT count(*) FROM chunks WHERE vec_model = ?", (manager.embedder.model_id,))[0][0]
-        )
-        if manager.vectors.count() == embedded:
-            return
-        orphans = manager.vectors.ids() - manager.storage.all_chunk_ids()
-        if orphans:
-            log.info("removing %d orphaned vectors", len(orphans))
-            manager.vectors.delete_ids(sorted(orphans))
-
     def unindex(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
-        """Take ``paths`` of ``scope`` out of the index now: chunks, keyword entries, vectors (in
-        the backend and in RAM); returns the text hashes of the chunks removed. The next sync indexes
-        whatever is still on disk. ``erase`` also drops the scope's own vectors that SQLite does not
-        know of and its generation row: nothing of the scope stays."""
-        manager, storage = self._manager, self._manager.storage
-        hashes: list[str] = []
-        with manager.lock:
-            with storage.write() as conn:
-                removed: list[str] = []
-                for path in sorted(set(paths)):
-                    hashes += [r[0] for r in conn.execute(
-                        "SELECT text_hash FROM chunks WHERE scope = ? AND path = ?", (scope, path))]
-                    removed += storage.remove_file(conn, scope, path)
-                generation = storage.bump_generations(conn, [scope])[scope]
-                if erase:
-                    storage.forget_generation(conn, scope)
-            self._cache_apply(scope, generation, removed=removed)
-            if manager.vectors is not None:
-                manager.vectors.delete_ids(removed)
-                if erase:
-                    manager.vectors.delete_scope(scope)
-        return hashes
+        """Take ``paths`` of ``scope`` out of the index now, under the workspace lock (see
+        :meth:`IndexWriter.remove`); the next sync indexes whatever is still on disk."""
+        with self._manager.lock:
+            return self._writer.remove(scope, paths, erase=erase)
 
     # ======================================================= the trigram fill
     def finish_indexing(self, progress: ProgressCallback | None = None) -> int:

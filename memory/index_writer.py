@@ -1,0 +1,147 @@
+"""Writing a change to the index: SQLite first (the truth), then the vector backend and RAM cache.
+
+One change of the index touches three stores that must agree: the chunks and keyword entries in
+SQLite, the vectors in the backend (LanceDB or an object store), and the vectors held in RAM for
+exact search (:mod:`.vector_cache`, kept at each scope's generation). The order makes every crash
+recoverable: SQLite is written first, a vector is marked embedded only after the backend holds it
+(so a crash in between re-writes it: an upsert by id, no duplicates), and vectors whose chunk is
+gone are dropped as orphans. :class:`IndexWriter` knows how to write; the
+:class:`~memory.indexer.Indexer` decides when, and holds the workspace lock around every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .scan import ProgressCallback, SyncPlan
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .indexer import SyncReport
+    from .manager import MemoryManager
+    from .vectors import VectorRow
+
+log = logging.getLogger(__name__)
+
+#: Vectors written to the backend (and marked embedded) per transaction during a sync.
+VECTOR_WRITE_BATCH = 10_000
+
+
+class IndexWriter:
+    """Writes for one manager's index; the caller holds the workspace lock."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self._manager = manager
+
+    def write(
+        self,
+        plan: SyncPlan,
+        vectors: dict[str, np.ndarray],
+        report: SyncReport,
+        progress: ProgressCallback | None,
+    ) -> None:
+        """Pass 3 of a sync: the plan's files and the ``vectors`` of their texts (by hash), into
+        SQLite first, then the vector backend, then the chunks marked embedded."""
+        storage = self._manager.storage
+        removed: dict[str, list[str]] = {}
+        with storage.write() as conn:
+            for scope, path in plan.removed:
+                removed.setdefault(scope, []).extend(storage.remove_file(conn, scope, path))
+            for done, (record, chunks) in enumerate(plan.changed, start=1):
+                removed.setdefault(record.scope, []).extend(storage.replace_file(conn, record, chunks))
+                report.chunks_written += len(chunks)
+                if progress and done % 50 == 0:
+                    progress("write", done, len(plan.changed))
+            for record in plan.touched:
+                storage.touch_file(conn, record)
+            generations = storage.bump_generations(conn, removed)
+        removed_ids = [cid for ids in removed.values() for cid in ids]
+        report.files_changed = len(plan.changed)
+        report.files_removed = len(plan.removed)
+        report.chunks_removed = len(removed_ids)
+        if progress:
+            progress("write", len(plan.changed), len(plan.changed))
+        backend, embedder = self._manager.vectors, self._manager.embedder
+        if backend is None or embedder is None:
+            return
+        for scope, generation in generations.items():
+            self._cache_apply(scope, generation, removed=removed[scope])
+        backend.delete_ids(removed_ids)
+        # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
+        pending = storage.vector_targets(embedder.model_id) if vectors else []
+        from .vectors import VectorRow
+
+        ready = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, h in pending if h in vectors]
+        for start in range(0, len(ready), VECTOR_WRITE_BATCH):
+            self._write_vectors(ready[start : start + VECTOR_WRITE_BATCH])
+        report.vectors_written = len(ready)
+        if ready or removed_ids:
+            self._drop_orphans()
+            backend.maintain()
+
+    def _write_vectors(self, rows: list[VectorRow]) -> None:
+        """One batch: the vector backend first, then the chunks marked embedded (in SQLite, the truth).
+
+        A crash between the two leaves the chunks unmarked, so the next sync writes them again
+        (an upsert by id: no duplicates). Batches bound the memory a 100k-chunk sync needs.
+        """
+        manager = self._manager
+        assert manager.vectors is not None and manager.embedder is not None
+        manager.vectors.upsert(rows)
+        by_scope: dict[str, list[VectorRow]] = {}
+        for row in rows:
+            by_scope.setdefault(row.scope, []).append(row)
+        with manager.db.transaction() as conn:
+            manager.storage.mark_embedded(conn, [row.id for row in rows], manager.embedder.model_id)
+            generations = manager.storage.bump_generations(conn, by_scope)
+        import numpy as np
+
+        for scope, generation in generations.items():
+            mine = by_scope[scope]
+            self._cache_apply(scope, generation, ids=[row.id for row in mine],
+                              vectors=np.vstack([row.vector for row in mine]))
+
+    def _cache_apply(self, scope: str, generation: int, **change: object) -> None:
+        """Keep the RAM vector cache (when there is one) at the index's new generation of ``scope``."""
+        cache = self._manager.vector_cache
+        if cache is not None:
+            cache.apply(scope, generation, **change)  # type: ignore[arg-type]
+
+    def _drop_orphans(self) -> None:
+        """Vectors whose chunk is gone from SQLite (a crash between the two writes) are removed."""
+        manager = self._manager
+        assert manager.vectors is not None and manager.embedder is not None
+        embedded = int(
+            manager.db.query("SELECT count(*) FROM chunks WHERE vec_model = ?", (manager.embedder.model_id,))[0][0]
+        )
+        if manager.vectors.count() == embedded:
+            return
+        orphans = manager.vectors.ids() - manager.storage.all_chunk_ids()
+        if orphans:
+            log.info("removing %d orphaned vectors", len(orphans))
+            manager.vectors.delete_ids(sorted(orphans))
+
+    def remove(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
+        """Take ``paths`` of ``scope`` out of every store: chunks, keyword entries, vectors (in the
+        backend and in RAM); returns the text hashes of the chunks removed. ``erase`` also drops the
+        scope's own vectors that SQLite does not know of and its generation row."""
+        manager, storage = self._manager, self._manager.storage
+        hashes: list[str] = []
+        with storage.write() as conn:
+            removed: list[str] = []
+            for path in sorted(set(paths)):
+                hashes += [r[0] for r in conn.execute(
+                    "SELECT text_hash FROM chunks WHERE scope = ? AND path = ?", (scope, path))]
+                removed += storage.remove_file(conn, scope, path)
+            generation = storage.bump_generations(conn, [scope])[scope]
+            if erase:
+                storage.forget_generation(conn, scope)
+        self._cache_apply(scope, generation, removed=removed)
+        if manager.vectors is not None:
+            manager.vectors.delete_ids(removed)
+            if erase:
+                manager.vectors.delete_scope(scope)
+        return hashes
