@@ -40,10 +40,10 @@ from common import Report, WorkspaceSpec, directory_size_mb, generate_workspace,
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
 from memory.conversations import ConversationStore
 from memory.database import Database
-from memory.dream import MemoryFile
 from memory.forgetting import Forgetter
 from memory.indexer import Indexer
 from memory.keyword_index import KeywordIndex
+from memory.memory_file import MemoryFile
 from memory.vectors import LanceDBBackend
 
 TOKEN = "Vantrelloquist"

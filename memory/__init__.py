@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .config import DreamSettings, EmbeddingSettings, MemorySettings, StrictSettings
     from .conversations import ConversationStore, FlushJob, StoredMessage, session_id
     from .database import Database
-    from .dream import DeepDream, DreamResult, MemoryFile, Version, count_entries, unified_diff, versioned_file
+    from .dream import DeepDream, DreamResult
     from .embedding import (
         EmbeddingError,
         EmbeddingProvider,
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     from .forgetting import Forgetter, NothingToForget, pending_forget_jobs
     from .indexer import SyncReport
     from .keyword import count_cjk
-    from .knowledge import KnowledgeError, KnowledgeNotFound, KnowledgePage, KnowledgeService
+    from .knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
+    from .knowledge_names import KnowledgeError
     from .locks import WorkspaceLock, WorkspaceLockTimeout
     from .manager import IndexCheck, MemoryManager
+    from .memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .portability import Portability, PortabilityError, TransferReport
     from .retrieval.result import SearchResult
     from .scopes import (
@@ -63,11 +65,6 @@ _HOMES = {
     "session_id": "conversations",
     "DeepDream": "dream",
     "DreamResult": "dream",
-    "MemoryFile": "dream",
-    "Version": "dream",
-    "count_entries": "dream",
-    "unified_diff": "dream",
-    "versioned_file": "dream",
     "EmbeddingError": "embedding",
     "EmbeddingProvider": "embedding",
     "HashEmbedding": "embedding",
@@ -81,14 +78,19 @@ _HOMES = {
     "NothingToForget": "forgetting",
     "pending_forget_jobs": "forgetting",
     "count_cjk": "keyword",
-    "KnowledgeError": "knowledge",
     "KnowledgeNotFound": "knowledge",
     "KnowledgePage": "knowledge",
     "KnowledgeService": "knowledge",
+    "KnowledgeError": "knowledge_names",
     "WorkspaceLock": "locks",
     "WorkspaceLockTimeout": "locks",
     "IndexCheck": "manager",
     "MemoryManager": "manager",
+    "MemoryFile": "memory_file",
+    "Version": "memory_file",
+    "count_entries": "memory_file",
+    "unified_diff": "memory_file",
+    "versioned_file": "memory_file",
     "MemoryPathError": "scopes",
     "SyncReport": "indexer",
     "Portability": "portability",

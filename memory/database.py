@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+_IN_BATCH = 500  # values per IN (...) list: far below SQLite's parameter limit, and short lists plan well
 
 
 class Database:
@@ -142,3 +145,13 @@ class Database:
             self._idle_readers.clear()
         with self.lock:
             self.conn.close()
+
+
+def rows_in(run: Callable[[str, Sequence[object]], Iterable[Sequence[Any]]], sql: str, values: Sequence[object], *,
+            before: Sequence[object] = (), after: Sequence[object] = ()) -> Iterator[Sequence[Any]]:
+    """The rows of ``sql`` for any number of ``values``, queried in batches through ``run``
+    (:meth:`Database.query` or a connection's ``execute``): ``{marks}`` in ``sql`` becomes one
+    batch's placeholders, bound between ``before`` and ``after``."""
+    for start in range(0, len(values), _IN_BATCH):
+        batch = values[start : start + _IN_BATCH]
+        yield from run(sql.format(marks=",".join("?" * len(batch))), (*before, *batch, *after))

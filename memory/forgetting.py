@@ -30,9 +30,9 @@ from datetime import date
 from pathlib import Path
 
 from .conversations import ConversationStore
-from .dream import MemoryFile
 from .files import atomic_write, fsync_dir, read_text
 from .manager import MemoryManager
+from .memory_file import MemoryFile
 from .scope_conversations import ScopeConversations
 from .scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, dated_file_date, validate_scope
 

@@ -47,9 +47,9 @@ from .archive import (
     version_member,
 )
 from .conversations import ConversationStore
-from .dream import MemoryFile
 from .files import atomic_file, fsync_dir, make_folders
 from .manager import MemoryManager
+from .memory_file import MemoryFile
 from .scan import ProgressCallback
 from .scope_conversations import ScopeConversations
 from .scopes import DAILY_DIR, MEMORY_FILE, validate_scope

@@ -1,33 +1,25 @@
-"""SQLite storage of the index: files, chunks, their writes into the two FTS5 indexes, and the
-embedding cache.
+"""SQLite storage of the index: files, chunks and their writes into the two FTS5 indexes.
 
 SQLite is the source of truth. ``chunks`` holds the text; as chunks are written, ``chunks_fts``
 and ``chunks_tri`` are kept exact with FTS5's ``'delete'`` command, never a bare DELETE, and rows
 keep their rowid because writes are UPSERTs. Searching those indexes and keeping them whole is
-:mod:`memory.keyword_index`'s.
+:mod:`memory.keyword_index`'s; the vectors of the chunks are :mod:`memory.embed_cache`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from .chunker import Chunk
-from .database import Database
+from .database import Database, rows_in
+from .embed_cache import EmbeddingCache
 from .keyword import segment
-
-if TYPE_CHECKING:  # imported by the methods that make vectors: reading files and versions never needs it
-    import numpy as np
-
-log = logging.getLogger(__name__)
-
 
 #: The keyword indexes (FTS5 virtual tables), one statement each: ``KeywordIndex.rebuild``
 #: (:mod:`memory.keyword_index`) may have to create them again inside a transaction, where a
@@ -52,26 +44,10 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_scope_path ON chunks (scope, path);
 CREATE INDEX IF NOT EXISTS chunks_vec_model ON chunks (vec_model);
-CREATE TABLE IF NOT EXISTS embed_cache (
-    model TEXT NOT NULL, text_hash TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
-    PRIMARY KEY (model, text_hash)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tri_pending (rowid INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS vector_generations (
-    scope TEXT PRIMARY KEY, generation INTEGER NOT NULL
-) WITHOUT ROWID;
 """
 
-
-_UNUSED_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS embed_cache_unused (model TEXT NOT NULL, text_hash TEXT NOT NULL,"
-    " since REAL NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID"
-)
-_CACHED_VECTORS = "SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
-
 SCOPE_COUNTS_TTL_S = 30.0
-#: A scope with more vectors than this is loaded by scanning the embedding cache, not by lookups.
-SCAN_VECTORS_OVER = 5000
 #: Chunks added to the trigram index per transaction by :meth:`IndexStorage.fill_trigram` (~0.1 s).
 TRIGRAM_BATCH = 1000
 
@@ -104,18 +80,6 @@ class FileRecord:
 
 #: A chunk row's columns in :class:`StoredChunk`'s order (the chunks table aliased ``c``).
 CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text"
-_IN_BATCH = 500  # values per IN (...) list: far below SQLite's parameter limit, and short lists plan well
-
-_Run = Callable[[str, Sequence[object]], Iterable[Sequence[Any]]]
-
-
-def _rows_in(run: _Run, sql: str, values: Sequence[object], *, before: Sequence[object] = (),
-             after: Sequence[object] = ()) -> Iterator[Sequence[Any]]:
-    """The rows of ``sql`` for any number of ``values``, queried in batches: ``{marks}`` in
-    ``sql`` becomes one batch's placeholders, bound between ``before`` and ``after``."""
-    for start in range(0, len(values), _IN_BATCH):
-        batch = values[start : start + _IN_BATCH]
-        yield from run(sql.format(marks=",".join("?" * len(batch))), (*before, *batch, *after))
 
 
 def stored_chunk(row: Sequence[object]) -> StoredChunk:
@@ -123,11 +87,15 @@ def stored_chunk(row: Sequence[object]) -> StoredChunk:
     return StoredChunk(*row[:7])  # type: ignore[arg-type]
 
 
-class IndexStorage:
-    """Reads and writes of the chunk index, always for an explicit set of scopes."""
+class IndexStorage(EmbeddingCache):
+    """Reads and writes of the chunk index, always for an explicit set of scopes.
+
+    It extends the :class:`~memory.embed_cache.EmbeddingCache` of the same database, so the index
+    (``MemoryManager.storage``) is one object to the indexer and the retriever.
+    """
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        super().__init__(db)
         db.execute_script(SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
         self._stats_lock = threading.Lock()
         self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})
@@ -270,7 +238,7 @@ class IndexStorage:
 
     @staticmethod
     def _queued_among(conn: sqlite3.Connection, rowids: Sequence[int]) -> set[int]:
-        return {r[0] for r in _rows_in(conn.execute, "SELECT rowid FROM tri_pending WHERE rowid IN ({marks})", rowids)}
+        return {r[0] for r in rows_in(conn.execute, "SELECT rowid FROM tri_pending WHERE rowid IN ({marks})", rowids)}
 
     def fill_trigram(self, batch: int = TRIGRAM_BATCH) -> int:
         """Add up to ``batch`` queued chunks to the trigram index; returns how many were added.
@@ -314,7 +282,7 @@ class IndexStorage:
         """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
         sql = (f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({{marks}})"
                f" AND +c.scope IN ({','.join('?' * len(scopes))})")  # unary + keeps the planner on the id index
-        return {row[1]: stored_chunk(row) for row in _rows_in(self.db.query, sql, ids, after=scopes)}
+        return {row[1]: stored_chunk(row) for row in rows_in(self.db.query, sql, ids, after=scopes)}
 
     def dated_chunks(self, scopes: Sequence[str], first_path: str, last_path: str, limit: int) -> list[StoredChunk]:
         """Chunks of files whose path sorts between ``first_path`` and ``last_path`` (daily files
@@ -328,10 +296,6 @@ class IndexStorage:
         rows = self.db.query("SELECT path, start_line, end_line, text, text_hash FROM chunks WHERE scope = ?"
                              " ORDER BY path, start_line", (scope,))
         return [(row[0], row[1], row[2], row[3], row[4]) for row in rows]
-
-    def forget_generation(self, conn: sqlite3.Connection, scope: str) -> None:
-        """Drop an erased scope's generation row (readers then see 0 and reload an empty scope)."""
-        conn.execute("DELETE FROM vector_generations WHERE scope = ?", (scope,))
 
     def all_chunk_ids(self) -> set[str]:
         return {r[0] for r in self.db.query("SELECT id FROM chunks")}
@@ -350,135 +314,7 @@ class IndexStorage:
                 self._scope_counts = (time.monotonic(), counts)
         return counts
 
-    # ------------------------------------------------------- embedding cache
-    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        import numpy as np
-
-        return {h: np.frombuffer(blob, dtype=np.float32)
-                for h, blob in _rows_in(self.db.query, _CACHED_VECTORS, hashes, before=(model,))}
-
-    def cached_hashes(self, model: str, hashes: Sequence[str]) -> set[str]:
-        """Which of ``hashes`` have a cached vector for ``model`` (without reading the vectors)."""
-        sql = "SELECT text_hash FROM embed_cache WHERE model = ? AND text_hash IN ({marks})"
-        return {row[0] for row in _rows_in(self.db.query, sql, hashes, before=(model,))}
-
-    def vector_dim(self, model: str) -> int | None:
-        """The width of ``model``'s cached vectors, None before any."""
-        rows = self.db.query("SELECT dim FROM embed_cache WHERE model = ? LIMIT 1", (model,))
-        return int(rows[0][0]) if rows else None
-
-    def store_vectors(self, conn: sqlite3.Connection, model: str, vectors: dict[str, np.ndarray]) -> None:
-        import numpy as np
-
-        conn.executemany(
-            "INSERT INTO embed_cache (model, text_hash, dim, vector) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (model, text_hash) DO NOTHING",
-            ((model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()),
-        )
-
-    def drop_cached_vectors(self, conn: sqlite3.Connection, hashes: Sequence[str]) -> int:
-        """Delete the cached vectors of ``hashes`` that no chunk uses any more (inside a write);
-        returns rows deleted. A vector another scope's chunk still uses stays: it is that chunk's."""
-        used = {row[0] for row in _rows_in(conn.execute, "SELECT DISTINCT text_hash FROM chunks WHERE text_hash IN ({marks})",
-                                           hashes)}
-        models = [row[0] for row in conn.execute("SELECT DISTINCT model FROM embed_cache")]
-        doomed = [(model, h) for model in models for h in sorted(set(hashes) - used)]  # by primary key
-        conn.execute(_UNUSED_SCHEMA)
-        before = conn.total_changes
-        conn.executemany("DELETE FROM embed_cache WHERE model = ? AND text_hash = ?", doomed)
-        deleted = conn.total_changes - before
-        conn.executemany("DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", doomed)
-        return deleted
-
-    def count_cached_vectors(self) -> int:
-        """How many vectors the embedding cache holds, for every model."""
-        return int(self.db.query("SELECT count(*) FROM embed_cache")[0][0])
-
-    def collect_embed_cache(self, grace_days: float, now: float | None = None) -> tuple[int, int]:
-        """Delete cached vectors that no chunk uses and that have been unused for ``grace_days``;
-        returns (rows deleted, rows left).
-
-        A row is in use while a chunk has its text and model, or has its text and no vector yet (a
-        sync is on its way to it). A sync caches each batch before it writes the chunks, and a killed
-        one resumes from the cache, so a row is not deleted when first seen unused: it is marked in
-        ``embed_cache_unused`` with the time, unmarked when a chunk uses it again, and deleted only on
-        a later pass at least ``grace_days`` after the mark. Read and deleted in one transaction: what
-        goes was unused when marked and is unused now.
-        """
-        now = time.time() if now is None else now
-        cutoff = now - grace_days * 86400
-        with self.db.transaction() as conn:
-            conn.execute(_UNUSED_SCHEMA)
-            used = set(conn.execute("SELECT DISTINCT text_hash, vec_model FROM chunks"))
-            cached = conn.execute("SELECT model, text_hash FROM embed_cache").fetchall()
-            unused = {(m, h) for m, h in cached if (h, m) not in used and (h, None) not in used}
-            marked = {(m, h): since for m, h, since in conn.execute("SELECT model, text_hash, since FROM embed_cache_unused")}
-            conn.executemany(
-                "DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", [key for key in marked if key not in unused]
-            )
-            conn.executemany(
-                "INSERT INTO embed_cache_unused (model, text_hash, since) VALUES (?, ?, ?)",
-                [(m, h, now) for m, h in sorted(unused - marked.keys())],
-            )
-            doomed = sorted(key for key in unused if key in marked and marked[key] <= cutoff)
-            conn.executemany("DELETE FROM embed_cache WHERE model = ? AND text_hash = ?", doomed)
-            conn.executemany("DELETE FROM embed_cache_unused WHERE model = ? AND text_hash = ?", doomed)
-        return len(doomed), len(cached) - len(doomed)
-
-    # ------------------------------------------------- vector generations
-    def bump_generations(self, conn: sqlite3.Connection, scopes: Iterable[str]) -> dict[str, int]:
-        """Count a change to each scope's chunks or vectors (inside the writing transaction).
-
-        Readers that keep vectors in memory compare generations to see another process's writes.
-        """
-        bumped: dict[str, int] = {}
-        for scope in sorted(set(scopes)):
-            row = conn.execute(
-                "INSERT INTO vector_generations (scope, generation) VALUES (?, 1) ON CONFLICT (scope)"
-                " DO UPDATE SET generation = generation + 1 RETURNING generation",
-                (scope,),
-            ).fetchone()
-            bumped[scope] = int(row[0])
-        return bumped
-
-    def generations(self, scopes: Sequence[str]) -> dict[str, int]:
-        rows = self.db.query(
-            f"SELECT scope, generation FROM vector_generations WHERE scope IN ({','.join('?' * len(scopes))})",
-            tuple(scopes),
-        )
-        return {scope: 0 for scope in scopes} | {row[0]: int(row[1]) for row in rows}
-
-    def scope_vectors(self, scope: str, model: str) -> tuple[int, list[str], np.ndarray]:
-        """(generation, chunk ids, vectors) of a scope's chunks embedded with ``model``, one snapshot.
-
-        Each cached vector is a ~2 KiB blob on overflow pages: looking 70k of them up one by one
-        takes ~1.5 s, reading all of the model's cache in order ~0.45 s. So a scope holding a good
-        part of the cache is read with one scan, a small one by lookups.
-        """
-        import numpy as np
-
-        with self.db.read() as conn:
-            row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
-            wanted = conn.execute(
-                "SELECT id, text_hash FROM chunks WHERE scope = ? AND vec_model = ?", (scope, model)).fetchall()
-            blobs = self._vector_blobs(conn, model, wanted)
-        generation = int(row[0]) if row else 0
-        found = [(cid, blobs[h]) for cid, h in wanted if h in blobs]
-        if not found:
-            return generation, [], np.zeros((0, 0), dtype=np.float32)
-        width = len(found[0][1])
-        found = [item for item in found if len(item[1]) == width]
-        matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), width // 4)
-        return generation, [cid for cid, _ in found], matrix
-
-    @staticmethod
-    def _vector_blobs(conn: sqlite3.Connection, model: str, wanted: Sequence[tuple[str, str]]) -> dict[str, bytes]:
-        hashes = {h for _, h in wanted}
-        if len(hashes) > SCAN_VECTORS_OVER:
-            rows = conn.execute("SELECT text_hash, vector FROM embed_cache WHERE model = ?", (model,))
-            return {h: blob for h, blob in rows if h in hashes}
-        return dict(_rows_in(conn.execute, _CACHED_VECTORS, sorted(hashes), before=(model,)))  # type: ignore[arg-type]
-
+    # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:
         rows = self.db.query("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None

@@ -24,8 +24,8 @@ from support.ports import free_port
 from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
-from memory.dream import unified_diff
 from memory.knowledge import KnowledgeService
+from memory.memory_file import unified_diff
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = {"Authorization": "Bearer read-tok"}

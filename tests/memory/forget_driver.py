@@ -21,8 +21,8 @@ import memory.forgetting as forgetting  # noqa: E402
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
 from memory.conversations import ConversationStore  # noqa: E402
 from memory.database import Database  # noqa: E402
-from memory.dream import MemoryFile  # noqa: E402
 from memory.indexer import Indexer  # noqa: E402
+from memory.memory_file import MemoryFile  # noqa: E402
 from memory.vectors import LanceDBBackend  # noqa: E402
 
 TOKEN = "Zorblaxquint"

@@ -11,9 +11,10 @@ from support.forgetting import ForgetAt, occurrences, plant
 
 from memory import DreamSettings, MemoryManager, Turn
 from memory.conversations import ConversationStore, FlushJob
-from memory.dream import DeepDream, MemoryFile
+from memory.dream import DeepDream
 from memory.flush import Flusher, conversation_text
 from memory.forgetting import Forgetter, NothingToForget
+from memory.memory_file import MemoryFile
 
 ASCII = "Zorblaxquint"
 CHINESE = "紫藤萝瀑布"

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
 from memory.knowledge import (
-    KnowledgeError,
     KnowledgeGraph,
     KnowledgeNotFound,
     KnowledgePage,
     KnowledgeService,
 )
+from memory.knowledge_names import KnowledgeError
 
 NOW = datetime(2026, 12, 2, 16, 40, 0)
 STAMP = "2026-12-02T16:40:00"

@@ -15,7 +15,7 @@ import pytest
 from memory import MemoryManager, Turn
 from memory.archive import MAX_MEMBERS
 from memory.conversations import ConversationStore
-from memory.dream import MemoryFile
+from memory.memory_file import MemoryFile
 from memory.portability import Portability, PortabilityError
 
 SCOPE = "telegram-42"

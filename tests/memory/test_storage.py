@@ -12,8 +12,7 @@ import pytest
 from fakes import HANG_GUARD_S
 from support.sqlite_locker import write_lock_held
 
-from memory import chunk_text, keyword_index
-from memory import storage as storage_module
+from memory import chunk_text, embed_cache, keyword_index
 from memory.chunker import text_hash
 from memory.database import Database
 from memory.keyword import build_query
@@ -88,7 +87,7 @@ def test_generations_count_changes_per_scope(storage) -> None:
 
 @pytest.mark.parametrize("scan_over", [5000, 0])  # lookups, and one scan of the model's cache
 def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch, scan_over) -> None:
-    monkeypatch.setattr(storage_module, "SCAN_VECTORS_OVER", scan_over)
+    monkeypatch.setattr(embed_cache, "SCAN_VECTORS_OVER", scan_over)
     rows = storage.db.query("SELECT id, text_hash FROM chunks WHERE scope = 'alice' ORDER BY rowid")
     vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}
     with storage.db.transaction() as conn:

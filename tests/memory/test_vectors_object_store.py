@@ -13,8 +13,8 @@ from support.object_store import Bucket, s3_bucket
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
 from memory.conversations import ConversationStore
-from memory.dream import MemoryFile
 from memory.forgetting import Forgetter
+from memory.memory_file import MemoryFile
 
 TOKEN = "Zorblaxquint"
 TODAY = date(2026, 12, 2)
