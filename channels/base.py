@@ -7,6 +7,7 @@ memory, scopes or the LLM.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from abc import ABC, abstractmethod
@@ -177,6 +178,17 @@ class Channel(ABC):
     async def send_file(self, file: OutgoingFile, to: IncomingMessage) -> None:
         """Deliver ``file`` as a document in the chat (and thread) of ``to``. A file over the
         platform's size limit is not sent: the chat gets a message saying so instead."""
+
+    async def _bytes_to_upload(self, file: OutgoingFile, to: IncomingMessage, limit_bytes: int,
+                               platform: str) -> bytes | None:
+        """``file``'s bytes for :meth:`send_file`, read off the event loop (the platform libraries
+        would read them on it); None when the file is over ``platform``'s upload limit, after
+        saying so in ``to``'s chat instead."""
+        notice = oversize_notice(file, limit_bytes, platform)
+        if notice is not None:
+            await self.send(Reply(notice, markdown=False), to)
+            return None
+        return await asyncio.to_thread(file.path.read_bytes)
 
     def working(self, to: IncomingMessage) -> AbstractAsyncContextManager[None]:
         """Shown while a turn runs (a typing action, a placeholder); nothing by default."""

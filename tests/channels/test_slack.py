@@ -22,7 +22,7 @@ from fakes.slack_server import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack, event_c
 from slack_sdk.errors import SlackApiError
 
 from channels.base import ChatType, IncomingMessage, Reply
-from channels.slack import SlackChannel, markdown_to_mrkdwn
+from channels.slack import SlackChannel
 
 SECRET = "test-signing-secret"
 DM = "D0DIRECT"
@@ -319,31 +319,6 @@ async def test_long_reply_is_split_in_order(slack: FakeSlack) -> None:
     assert all(len(part) <= 3900 for part in parts)
     assert "\n".join(parts) == text
     assert {(p["channel"], p["thread_ts"]) for p in slack.posted} == {(DM, None)}
-
-
-def test_markdown_becomes_mrkdwn() -> None:
-    markdown = (
-        "# Plan & *scope*\n"
-        "**Bold**, *italic*, ***both***, ~~gone~~ and snake_case_name.\n"
-        "- see [the docs](https://example.com/a?b=1&c=2) or <https://example.org>\n"
-        "* `x < y && z` stays code\n"
-        "> quoted **bit**\n"
-        "```python\n"
-        "if a < b:\n"
-        "```\n"
-        "<!here> 2 * 3 * 4"
-    )
-    assert markdown_to_mrkdwn(markdown) == (
-        "*Plan &amp; _scope_*\n"
-        "*Bold*, _italic_, *_both_*, ~gone~ and snake_case_name.\n"
-        "• see <https://example.com/a?b=1&amp;c=2|the docs> or <https://example.org>\n"
-        "• `x &lt; y &amp;&amp; z` stays code\n"
-        "> quoted *bit*\n"
-        "```\n"
-        "if a &lt; b:\n"
-        "```\n"
-        "&lt;!here&gt; 2 * 3 * 4"
-    )
 
 
 async def test_progress_placeholder_becomes_the_answer(slack: FakeSlack) -> None:
