@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import date, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -164,8 +164,10 @@ class Services:
 
         return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
 
-    async def _complete(self, messages: Sequence[Message]) -> str:
-        return (await self.llm.complete(messages)).content
+    async def _complete(self, instructions: str, material: str) -> str:
+        """Deep Dream's model call (:data:`memory.dream.Complete`) in the LLM's chat format."""
+        request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
+        return (await self.llm.complete(request)).content
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult:
         """Deep Dream for one scope now, with the configured LLM."""

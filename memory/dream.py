@@ -21,7 +21,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -33,8 +33,9 @@ from .offload import Offload
 
 log = logging.getLogger(__name__)
 
-Complete = Callable[[Sequence[dict[str, str]]], Awaitable[str]]
-"""Sends chat messages to the LLM and returns its text answer."""
+Complete = Callable[[str, str], Awaitable[str]]
+"""``complete(instructions, material)``: the model's text answer to ``material`` under
+``instructions``. The bridge turns the two into its LLM's chat format; memory knows no such format."""
 
 DREAM_PROMPT = """You maintain a person's long-term memory file, MEMORY.md. You are given the current MEMORY.md and
 recent daily notes (newest first). Produce an updated MEMORY.md:
@@ -148,7 +149,7 @@ class DeepDream:
         """One pass over MEMORY.md as it is now; None when it changed before the answer could land."""
         before = await self._offload(self.memory_file.read, scope)
         try:
-            answer = await complete(self._prompt(before.decode("utf-8", "replace"), window))
+            answer = await complete(self._instructions(), self._material(before.decode("utf-8", "replace"), window))
         except Exception as exc:
             log.warning("deep dream for %s failed: %s", scope, exc)
             return DreamResult("failed", f"the LLM call failed: {exc}; MEMORY.md left as it is")
@@ -158,11 +159,13 @@ class DeepDream:
             log.info("deep dream for %s: its input changed while the model answered; dreaming over the new one", scope)
             return None
 
-    def _prompt(self, memory: str, window: list[tuple[str, str | None]]) -> list[dict[str, str]]:
+    def _instructions(self) -> str:
+        return DREAM_PROMPT.format(max_entries=self.settings.max_entries)
+
+    @staticmethod
+    def _material(memory: str, window: list[tuple[str, str | None]]) -> str:
         days = "\n\n".join(f"### {d}\n{text if text else '(no notes this day)'}" for d, text in window)
-        user = f"## Current MEMORY.md\n{memory.strip() or '(empty)'}\n\n## Daily notes, newest first\n{days}"
-        return [{"role": "system", "content": DREAM_PROMPT.format(max_entries=self.settings.max_entries)},
-                {"role": "user", "content": user}]
+        return f"## Current MEMORY.md\n{memory.strip() or '(empty)'}\n\n## Daily notes, newest first\n{days}"
 
     def _already_dreamt(self, scope: str, input_hash: str) -> bool:
         rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))

@@ -20,10 +20,10 @@ DAY = date(2026, 12, 2)
 class ScriptedModel:
     def __init__(self, *answers: str) -> None:
         self.answers = list(answers)
-        self.calls: list[list[dict[str, str]]] = []
+        self.calls: list[tuple[str, str]] = []  # (instructions, material) of each call
 
-    async def __call__(self, messages):
-        self.calls.append(list(messages))
+    async def __call__(self, instructions, material):
+        self.calls.append((instructions, material))
         return self.answers.pop(0)
 
 
@@ -56,7 +56,7 @@ async def test_a_dream_writes_memory_diary_and_diff(workspace, dreamer) -> None:
     assert workspace.memory_file("alice").read_text() == "- likes tea\n- trip to Osaka on 2026-12-20\n"
     diary = workspace.dreams_dir("alice") / "2026-12-02.md"
     assert diary.read_text() == "## 23:51\nA calm day of planning.\n"
-    prompt = model.calls[0][1]["content"]
+    prompt = model.calls[0][1]
     assert "- likes tea" in prompt and "### 2026-12-02\n- booked Osaka" in prompt
 
 
@@ -114,10 +114,10 @@ class HeldModel(ScriptedModel):
         self.asked = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def __call__(self, messages):
+    async def __call__(self, instructions, material):
         self.asked.set()
         await self.release.wait()
-        return await super().__call__(messages)
+        return await super().__call__(instructions, material)
 
 
 async def test_a_forget_while_the_model_answers_is_never_undone(workspace, dreamer) -> None:
@@ -134,7 +134,7 @@ async def test_a_forget_while_the_model_answers_is_never_undone(workspace, dream
     model.release.set()
     result = await dreaming
     assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
-    assert len(model.calls) == 2 and "1 Elm St" not in model.calls[1][1]["content"]
+    assert len(model.calls) == 2 and "1 Elm St" not in model.calls[1][1]
     newest = dreamer.memory_file.versions("alice")[0]
     assert dreamer.memory_file.content("alice", newest.id) == path.read_bytes()
     diary = workspace.dreams_dir("alice") / "2026-12-02.md"
@@ -154,7 +154,7 @@ async def test_a_forget_of_daily_memory_while_the_model_answers_is_never_written
     model.release.set()
     result = await dreaming
     assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
-    assert len(model.calls) == 2 and "7431" not in model.calls[1][1]["content"]
+    assert len(model.calls) == 2 and "7431" not in model.calls[1][1]
     assert all(b"7431" not in p.read_bytes() for p in workspace.root.rglob("*") if p.is_file())
 
 
@@ -163,7 +163,7 @@ async def test_a_dream_over_a_file_that_keeps_changing_is_refused(workspace, dre
     write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n")
     calls: list[int] = []
 
-    async def answer_while_someone_edits(messages):
+    async def answer_while_someone_edits(instructions, material):
         calls.append(1)
         await asyncio.to_thread(dreamer.memory_file.write, "alice", f"- hand edit {len(calls)}\n".encode(), "edit")
         return "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nx"
@@ -198,4 +198,4 @@ async def test_notes_appended_while_the_model_answers_do_not_stop_the_dream(work
     assert workspace.memory_file("alice").read_text() == "- likes tea\n- has a bike\n"
     assert "- rides it to work" in daily.read_text()
     again = await dreamer.dream("alice", model, day=DAY)  # the appended note is new input: not a repeat
-    assert again.status == "written" and "rides it to work" in model.calls[1][1]["content"]
+    assert again.status == "written" and "rides it to work" in model.calls[1][1]

@@ -165,7 +165,7 @@ async def test_a_forget_arriving_as_a_dream_writes_its_diary_takes_the_diary_lin
     write_diary = dreamer._write_diary
     dreamer._write_diary = lambda *args: (forget(), write_diary(*args))[1]  # type: ignore[method-assign]
 
-    async def complete(messages: Sequence[dict[str, str]]) -> str:
+    async def complete(instructions: str, material: str) -> str:
         return f"[MEMORY]\n- the {ASCII} box is in the attic\n- likes green tea\n[DREAM]\nNoticed the {ASCII} box."
 
     result = await dreamer.dream("alice", complete, force=True, day=date.fromisoformat(daily.stem))
