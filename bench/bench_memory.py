@@ -270,7 +270,7 @@ class MemoryBench:
             vector = manager.retriever._query_vector(query)
             assert vector is not None
             exact = {cid for cid, _ in manager.vectors.search(vector, scopes, 32, exact=True)}
-            ram = manager.vector_cache.search(vector, scopes, 32, manager.storage.generations(scopes))
+            ram = manager.vector_cache.search(vector, scopes, 32, manager.embed_cache.generations(scopes))
             recalls.append(len(exact & {cid for cid, _ in ram or []}) / max(1, len(exact)))
         self.report.add(section, "in-RAM vector search recall@32 vs LanceDB exact (big scope)",
                         statistics.fmean(recalls), "ratio")

@@ -6,8 +6,9 @@ read from it as one snapshot stamped with the scope's generation, a counter ever
 scope's chunks or vectors bumps: a process that keeps vectors in RAM (:mod:`memory.vector_cache`)
 compares generations to see another process's writes.
 
-:class:`~memory.storage.IndexStorage` extends this class with the files and chunks, so the index
-stays one object for its users; the chunks table is read here only to tell which vectors are used.
+:class:`~memory.manager.MemoryManager` holds one (``embed_cache``) beside its
+:class:`~memory.storage.IndexStorage` on the same database; the storage's chunks table is read here
+only to tell which vectors are used.
 """
 
 from __future__ import annotations

@@ -213,14 +213,14 @@ class Forgetter:
         if stale:
             self.memory.indexer.unindex(scope, stale)
         with self.memory.storage.write() as conn:
-            self.memory.storage.drop_cached_vectors(conn, doomed)
+            self.memory.embed_cache.drop_cached_vectors(conn, doomed)
 
     def _remove_scope(self, scope: str) -> None:
         indexed = [path for (_scope, path) in self.memory.storage.files(scope)]
         indexed += [path for path, *_rest in self.memory.storage.scope_chunks(scope)]
         hashes = self.memory.indexer.unindex(scope, indexed, erase=True)
         with self.memory.storage.write() as conn:
-            self.memory.storage.drop_cached_vectors(conn, hashes)
+            self.memory.embed_cache.drop_cached_vectors(conn, hashes)
         self.memory_file.erase_history(scope)
         self.conversations.erase_scope(scope)
         self._delete_scope_files(scope)
@@ -234,7 +234,7 @@ class Forgetter:
         old, indexed = self._old_days(scope, before)
         hashes = self.memory.indexer.unindex(scope, indexed + [relative for _p, relative in old])
         with self.memory.storage.write() as conn:
-            self.memory.storage.drop_cached_vectors(conn, hashes)
+            self.memory.embed_cache.drop_cached_vectors(conn, hashes)
         for path, _relative in old:
             path.unlink(missing_ok=True)
             fsync_dir(path.parent)

@@ -57,7 +57,7 @@ class IndexWriter:
                     progress("write", done, len(plan.changed))
             for record in plan.touched:
                 storage.touch_file(conn, record)
-            generations = storage.bump_generations(conn, removed)
+            generations = self._manager.embed_cache.bump_generations(conn, removed)
         removed_ids = [cid for ids in removed.values() for cid in ids]
         report.files_changed = len(plan.changed)
         report.files_removed = len(plan.removed)
@@ -96,7 +96,7 @@ class IndexWriter:
             by_scope.setdefault(row.scope, []).append(row)
         with manager.db.transaction() as conn:
             manager.storage.mark_embedded(conn, [row.id for row in rows], manager.embedder.model_id)
-            generations = manager.storage.bump_generations(conn, by_scope)
+            generations = manager.embed_cache.bump_generations(conn, by_scope)
         import numpy as np
 
         for scope, generation in generations.items():
@@ -128,7 +128,7 @@ class IndexWriter:
         """Take ``paths`` of ``scope`` out of every store: chunks, keyword entries, vectors (in the
         backend and in RAM); returns the text hashes of the chunks removed. ``erase`` also drops the
         scope's own vectors that SQLite does not know of and its generation row."""
-        manager, storage = self._manager, self._manager.storage
+        manager, storage, embed_cache = self._manager, self._manager.storage, self._manager.embed_cache
         hashes: list[str] = []
         with storage.write() as conn:
             removed: list[str] = []
@@ -136,9 +136,9 @@ class IndexWriter:
                 hashes += [r[0] for r in conn.execute(
                     "SELECT text_hash FROM chunks WHERE scope = ? AND path = ?", (scope, path))]
                 removed += storage.remove_file(conn, scope, path)
-            generation = storage.bump_generations(conn, [scope])[scope]
+            generation = embed_cache.bump_generations(conn, [scope])[scope]
             if erase:
-                storage.forget_generation(conn, scope)
+                embed_cache.forget_generation(conn, scope)
         self._cache_apply(scope, generation, removed=removed)
         if manager.vectors is not None:
             manager.vectors.delete_ids(removed)

@@ -213,7 +213,7 @@ class Indexer:
         embedder = self._manager.embedder
         if not texts or embedder is None:
             return {}
-        vectors = self._manager.storage.cached_vectors(embedder.model_id, list(texts))
+        vectors = self._manager.embed_cache.cached_vectors(embedder.model_id, list(texts))
         report.cache_hits = len(vectors)
         embedded = self._embed({h: text for h, text in texts.items() if h not in vectors}, report, progress)
         return {} if embedded is None else {**vectors, **embedded}
@@ -238,7 +238,7 @@ class Indexer:
         embedder = self._manager.embedder
         if not texts or embedder is None:
             return {}
-        cached = self._manager.storage.cached_hashes(embedder.model_id, list(texts))
+        cached = self._manager.embed_cache.cached_hashes(embedder.model_id, list(texts))
         return {h: text for h, text in texts.items() if h not in cached}
 
     def _embed(self, texts: dict[str, str], report: SyncReport, progress: ProgressCallback | None) -> dict[str, np.ndarray] | None:
@@ -265,7 +265,7 @@ class Indexer:
                 embedded = dict(zip(part, embedder.embed([embedding_text(texts[h]) for h in part]), strict=True))
                 report.embed_calls += 1
                 with manager.lock, manager.db.transaction() as conn:
-                    manager.storage.store_vectors(conn, embedder.model_id, embedded)
+                    manager.embed_cache.store_vectors(conn, embedder.model_id, embedded)
                 vectors.update(embedded)
                 if progress:
                     progress("embed", min(start + batch, len(hashes)), len(hashes))

@@ -1,8 +1,9 @@
 """The memory index's front door: search it, read files back, keep a few values for the app.
 
 Syncing the index with the files is :mod:`.indexer`'s: the manager's ``indexer``. The manager owns
-what the two share (the database, the workspace lock, the embedder, the vector backend and its RAM
-cache), so that there is one of each; the indexer reads them here at each use.
+what the two share (the database, the index storage and its embedding cache, the workspace lock,
+the embedder, the vector backend and its RAM cache), so that there is one of each; the indexer
+reads them here at each use.
 
 Search is :mod:`memory.retrieval`'s (candidates, fusion, recency, time windows, passages); the
 manager syncs a stale scope first and hands the question over.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .config import MemorySettings
 from .database import Database
+from .embed_cache import EmbeddingCache
 from .embedding import EmbeddingProvider
 from .files import append_text, read_text
 from .indexer import Indexer
@@ -72,6 +74,7 @@ class MemoryManager:
         self.embedder = embedder
         workspace.ensure()
         self.db = db or Database(workspace.db_path)
+        self.embed_cache = EmbeddingCache(self.db)
         self.storage = IndexStorage(self.db)
         self.keywords = KeywordIndex(self.storage)
         self.lock = lock or WorkspaceLock(workspace.root)
@@ -110,8 +113,8 @@ class MemoryManager:
                                      ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
         cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
-        retriever = Retriever(self.storage, self.keywords, settings, embedder=embedder, vectors=vectors, vector_cache=cache,
-                              today=self._today)
+        retriever = Retriever(self.storage, self.embed_cache, self.keywords, settings, embedder=embedder,
+                              vectors=vectors, vector_cache=cache, today=self._today)
         return _SearchSide(vectors, cache, retriever)
 
     @property
@@ -131,7 +134,7 @@ class MemoryManager:
     def _load_scope_vectors(self, scope: str) -> tuple[int, list[str], np.ndarray]:
         """The vector cache's loader: a scope's generation, chunk ids and vectors, from SQLite."""
         assert self.embedder is not None
-        return self.storage.scope_vectors(scope, self.embedder.model_id)
+        return self.embed_cache.scope_vectors(scope, self.embedder.model_id)
 
     # ================================================================= search
     def search(
@@ -163,11 +166,11 @@ class MemoryManager:
         Meant for a background thread at start-up; stops early when the manager closes.
         """
         cache, model = self.vector_cache, self.embedder.model_id if self.embedder else None
-        dim = self.storage.vector_dim(model) if cache is not None and model else None
+        dim = self.embed_cache.vector_dim(model) if cache is not None and model else None
         if cache is None or dim is None:
             return 0
         names = list(dict.fromkeys([KNOWLEDGE_SCOPE, *scopes]))
-        generations = self.storage.generations(names)
+        generations = self.embed_cache.generations(names)
         loaded = 0
         for name in names:
             if self.closing.is_set() or not cache.fits(self.retriever.vector_rows([KNOWLEDGE_SCOPE, name]), dim):
@@ -197,11 +200,11 @@ class MemoryManager:
 
     def count_cached_vectors(self) -> int:
         """How many vectors the embedding cache holds (the nightly collection bounds it)."""
-        return self.storage.count_cached_vectors()
+        return self.embed_cache.count_cached_vectors()
 
     def collect_embed_cache(self, grace_days: float) -> tuple[int, int]:
         """Delete cached vectors no chunk uses, unused for ``grace_days``: (deleted, kept)."""
-        return self.storage.collect_embed_cache(grace_days)
+        return self.embed_cache.collect_embed_cache(grace_days)
 
     # =========================================================== file access
     def read_lines(self, scope: str, path: str, start_line: int = 1, num_lines: int | None = None) -> str:

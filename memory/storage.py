@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from .chunker import Chunk
 from .database import Database, rows_in
-from .embed_cache import EmbeddingCache
 from .keyword import segment
 
 #: The keyword indexes (FTS5 virtual tables), one statement each: ``KeywordIndex.rebuild``
@@ -87,15 +86,15 @@ def stored_chunk(row: Sequence[object]) -> StoredChunk:
     return StoredChunk(*row[:7])  # type: ignore[arg-type]
 
 
-class IndexStorage(EmbeddingCache):
+class IndexStorage:
     """Reads and writes of the chunk index, always for an explicit set of scopes.
 
-    It extends the :class:`~memory.embed_cache.EmbeddingCache` of the same database, so the index
-    (``MemoryManager.storage``) is one object to the indexer and the retriever.
+    Its chunks' vectors are the :class:`~memory.embed_cache.EmbeddingCache` that
+    :class:`~memory.manager.MemoryManager` holds beside it (``embed_cache``) on the same database.
     """
 
     def __init__(self, db: Database) -> None:
-        super().__init__(db)
+        self.db = db
         db.execute_script(SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
         self._stats_lock = threading.Lock()
         self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})

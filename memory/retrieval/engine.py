@@ -19,6 +19,7 @@ import numpy as np
 
 from ..chunker import text_hash
 from ..config import MemorySettings
+from ..embed_cache import EmbeddingCache
 from ..embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
 from ..keyword_index import KeywordIndex
 from ..scopes import DAILY_DIR, KNOWLEDGE_SCOPE
@@ -52,6 +53,7 @@ class Retriever:
     def __init__(
         self,
         storage: IndexStorage,
+        embed_cache: EmbeddingCache,
         keywords: KeywordIndex,
         settings: MemorySettings,
         *,
@@ -61,6 +63,7 @@ class Retriever:
         today: Callable[[], date],
     ) -> None:
         self.storage = storage
+        self.embed_cache = embed_cache
         self.keywords = keywords
         self.settings = settings
         self.embedder = embedder
@@ -144,7 +147,7 @@ class Retriever:
         rows = self.vector_rows(scopes)
         cache = self.vector_cache
         if cache is not None and cache.fits(rows, int(query_vector.shape[0])):
-            hits = cache.search(query_vector, scopes, limit, self.storage.generations(scopes))
+            hits = cache.search(query_vector, scopes, limit, self.embed_cache.generations(scopes))
             if hits is not None:
                 return hits, True
         return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold), False
@@ -185,7 +188,7 @@ class Retriever:
         for cid in chunks.keys() - vectors.keys():
             by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
         if by_hash:
-            for hash_, vector in self.storage.cached_vectors(self.embedder.model_id, list(by_hash)).items():
+            for hash_, vector in self.embed_cache.cached_vectors(self.embedder.model_id, list(by_hash)).items():
                 for cid in by_hash[hash_]:
                     vectors[cid] = vector
         return vectors

@@ -36,7 +36,7 @@ async def test_nightly_prunes_scheduled_pairs_versions_and_unused_vectors(tmp_pa
     for i in range(4):
         services.dreamer.memory_file.write("alice", f"- fact {i}\n".encode(), f"edit {i}")
     with services.memory.db.transaction() as conn:
-        services.memory.storage.store_vectors(conn, "old-model", {"h1": np.ones(4, dtype=np.float32)})
+        services.memory.embed_cache.store_vectors(conn, "old-model", {"h1": np.ones(4, dtype=np.float32)})
     assert rows(services, "SELECT count(*) FROM messages") == 16 and services.dreamer.memory_file.version_count() == 4
 
     await services.nightly(date.today(), 1)

@@ -37,9 +37,9 @@ def test_appends_to_one_daily_file_leave_only_the_chunks_vectors_after_the_grace
     cached = count(manager, "SELECT count(*) FROM embed_cache")
     assert chunks < 20 and cached > 50  # the growth the issue reported
     now = time.time()
-    assert manager.storage.collect_embed_cache(7, now=now) == (0, cached)  # first seen unused: only marked
-    assert manager.storage.collect_embed_cache(7, now=now + 6.9 * DAY) == (0, cached)  # inside the grace
-    assert manager.storage.collect_embed_cache(7, now=now + 7 * DAY) == (cached - chunks, chunks)
+    assert manager.embed_cache.collect_embed_cache(7, now=now) == (0, cached)  # first seen unused: only marked
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 6.9 * DAY) == (0, cached)  # inside the grace
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 7 * DAY) == (cached - chunks, chunks)
     assert count(manager, "SELECT count(*) FROM embed_cache") == chunks
     assert count(manager, "SELECT count(*) FROM embed_cache_unused") == 0
     assert used_vectors_missing(manager) == 0
@@ -54,27 +54,27 @@ def test_a_vector_used_again_within_the_grace_is_kept_and_unmarked(make_manager)
     manager.indexer.sync()
     model = manager.embedder.model_id
     with manager.db.transaction() as conn:  # what a running sync cached before writing its chunks
-        manager.storage.store_vectors(conn, model, {"pending-hash": np.ones(4, dtype=np.float32)})
-        manager.storage.store_vectors(conn, "old-model", {"gone-hash": np.ones(4, dtype=np.float32)})
+        manager.embed_cache.store_vectors(conn, model, {"pending-hash": np.ones(4, dtype=np.float32)})
+        manager.embed_cache.store_vectors(conn, "old-model", {"gone-hash": np.ones(4, dtype=np.float32)})
     now = 1_000_000.0
-    assert manager.storage.collect_embed_cache(7, now=now) == (0, 3)
+    assert manager.embed_cache.collect_embed_cache(7, now=now) == (0, 3)
     assert count(manager, "SELECT count(*) FROM embed_cache_unused") == 2
     # a sync writes a chunk with that text but no vector yet: in use again, so unmarked; the text the
     # chunk had before is unused from now on, and only marked
     [(original,)] = manager.db.query("SELECT text_hash FROM chunks")
     with manager.db.transaction() as conn:
         conn.execute("UPDATE chunks SET text_hash = 'pending-hash', vec_model = NULL")
-    assert manager.storage.collect_embed_cache(7, now=now + 30 * DAY) == (1, 2)  # the old model's goes
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 30 * DAY) == (1, 2)  # the old model's goes
     assert sorted(tuple(row) for row in manager.db.query("SELECT model, text_hash, since FROM embed_cache_unused")) == [
         (model, original, now + 30 * DAY)]
     assert sorted(row[0] for row in manager.db.query("SELECT text_hash FROM embed_cache")) == sorted([original, "pending-hash"])
     # unused again: its grace starts anew from this pass, not from its first mark
     with manager.db.transaction() as conn:
         conn.execute("DELETE FROM chunks")
-    assert manager.storage.collect_embed_cache(7, now=now + 31 * DAY) == (0, 2)
-    assert manager.storage.collect_embed_cache(7, now=now + 37 * DAY) == (1, 1)
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 31 * DAY) == (0, 2)
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 37 * DAY) == (1, 1)
     assert [row[0] for row in manager.db.query("SELECT text_hash FROM embed_cache")] == ["pending-hash"]
-    assert manager.storage.collect_embed_cache(7, now=now + 38 * DAY) == (1, 0)
+    assert manager.embed_cache.collect_embed_cache(7, now=now + 38 * DAY) == (1, 0)
     assert count(manager, "SELECT count(*) FROM embed_cache_unused") == 0
 
 

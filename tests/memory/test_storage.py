@@ -1,5 +1,5 @@
-"""IndexStorage on real SQLite: the unscoped word query for big scopes, generations, scope vectors,
-reads beside a waiting write."""
+"""IndexStorage on real SQLite: the unscoped word query for big scopes, generations and scope vectors
+(of the EmbeddingCache beside it), reads beside a waiting write."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from fakes import HANG_GUARD_S
 from support.sqlite_locker import write_lock_held
 
-from memory import chunk_text, embed_cache, keyword_index
+from memory import chunk_text, keyword_index
 from memory.chunker import text_hash
 from memory.database import Database
+from memory.embed_cache import EmbeddingCache
 from memory.keyword import build_query
 from memory.keyword_index import KeywordIndex
 from memory.storage import FileRecord, IndexStorage
@@ -39,6 +40,11 @@ def storage(tmp_path) -> IndexStorage:
     fill(store, "alice", 4, 20, rng, extra="\nrare alicesecret")
     yield store
     store.db.close()
+
+
+@pytest.fixture
+def embed_cache(storage) -> EmbeddingCache:
+    return EmbeddingCache(storage.db)
 
 
 @pytest.fixture
@@ -76,32 +82,32 @@ def test_scope_counts_are_refreshed_after_a_write(storage, keywords) -> None:
     assert keywords.scope_share(["alice"]) > before + 0.3
 
 
-def test_generations_count_changes_per_scope(storage) -> None:
-    assert storage.generations(["alice", "bob"]) == {"alice": 0, "bob": 0}
-    with storage.db.transaction() as conn:
-        assert storage.bump_generations(conn, ["alice", "alice", "bob"]) == {"alice": 1, "bob": 1}
-    with storage.db.transaction() as conn:
-        assert storage.bump_generations(conn, ["alice"]) == {"alice": 2}
-    assert storage.generations(["alice", "bob"]) == {"alice": 2, "bob": 1}
+def test_generations_count_changes_per_scope(embed_cache) -> None:
+    assert embed_cache.generations(["alice", "bob"]) == {"alice": 0, "bob": 0}
+    with embed_cache.db.transaction() as conn:
+        assert embed_cache.bump_generations(conn, ["alice", "alice", "bob"]) == {"alice": 1, "bob": 1}
+    with embed_cache.db.transaction() as conn:
+        assert embed_cache.bump_generations(conn, ["alice"]) == {"alice": 2}
+    assert embed_cache.generations(["alice", "bob"]) == {"alice": 2, "bob": 1}
 
 
 @pytest.mark.parametrize("scan_over", [5000, 0])  # lookups, and one scan of the model's cache
-def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, monkeypatch, scan_over) -> None:
-    monkeypatch.setattr(embed_cache, "SCAN_VECTORS_OVER", scan_over)
+def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, embed_cache, monkeypatch, scan_over) -> None:
+    monkeypatch.setattr("memory.embed_cache.SCAN_VECTORS_OVER", scan_over)
     rows = storage.db.query("SELECT id, text_hash FROM chunks WHERE scope = 'alice' ORDER BY rowid")
     vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}
     with storage.db.transaction() as conn:
-        storage.store_vectors(conn, "m1", vectors)
-        storage.store_vectors(conn, "m2", {h: np.zeros(4, dtype=np.float32) for h in vectors})  # another model
+        embed_cache.store_vectors(conn, "m1", vectors)
+        embed_cache.store_vectors(conn, "m2", {h: np.zeros(4, dtype=np.float32) for h in vectors})  # another model
         storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
-        storage.bump_generations(conn, ["alice"])
-    generation, chunk_ids, matrix = storage.scope_vectors("alice", "m1")
+        embed_cache.bump_generations(conn, ["alice"])
+    generation, chunk_ids, matrix = embed_cache.scope_vectors("alice", "m1")
     assert generation == 1
     assert sorted(chunk_ids) == sorted(r[0] for r in rows[:-1])
     by_id = dict(zip(chunk_ids, matrix, strict=True))
     for chunk_id, hash_ in rows[:-1]:
         np.testing.assert_array_equal(by_id[chunk_id], vectors[hash_])
-    assert storage.scope_vectors("alice", "m2")[1] == []
+    assert embed_cache.scope_vectors("alice", "m2")[1] == []
 
 
 def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storage, keywords, monkeypatch) -> None:

@@ -212,7 +212,7 @@ def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> N
     scopes = ["alice", KNOWLEDGE_SCOPE]
     for query in ("word5 word17", "note 33", "word90"):
         vector = manager.retriever._query_vector(query)
-        from_ram = manager.vector_cache.search(vector, scopes, 20, manager.storage.generations(scopes))
+        from_ram = manager.vector_cache.search(vector, scopes, 20, manager.embed_cache.generations(scopes))
         from_lance = manager.vectors.search(vector, scopes, 20, exact=True)
         # the same similarities in the same order; ids may swap only among equal scores
         assert [s for _, s in from_ram] == pytest.approx([s for _, s in from_lance], abs=1e-5)
@@ -256,7 +256,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
         manager.indexer.sync("alice")
         assert cache.nbytes <= budget
         vector = manager.retriever._query_vector(f"word{day % 31} note")
-        ram = cache.search(vector, scopes, 10, manager.storage.generations(scopes))
+        ram = cache.search(vector, scopes, 10, manager.embed_cache.generations(scopes))
         assert cache.nbytes <= budget
         if ram is None:  # alice alone outgrew the budget: searches go to LanceDB
             assert not cache.fits(manager.retriever.vector_rows(["alice"]), 1024)
