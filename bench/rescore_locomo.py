@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class Variant:
     rescore: Callable[[Ranked], None] | None = None  # changes scores in place, before the update rule
     chars_per_result: int | None = None  # the passages' budget per result; None: memory.chunk_max_chars
     joins: bool = True  # False: the rule before passages (chunks as they are, repeats skipped, no budget)
+    trims: bool = False  # True: a passage too long for the rest of the budget is cut, not skipped
 
 
 def chunk_coverage(bm25: float, weights: dict[str, float], text: str) -> float:
@@ -77,6 +78,64 @@ def vector_power(power: float) -> Callable[[Ranked], None]:
     return rescore
 
 
+def min_max_fusion(weight: float) -> Callable[[Ranked], None]:
+    """Relevance from each side min-max normalised over the question's candidates (a common
+    fusion rule), with ``weight`` on the vector side."""
+    def rescore(ranked: Ranked) -> None:
+        def scaled(values: list[float | None]) -> Callable[[float | None], float]:
+            known = [v for v in values if v is not None]
+            low, high = (min(known), max(known)) if known else (0.0, 0.0)
+            return lambda v: 0.0 if v is None else (v - low) / (high - low) if high > low else 1.0
+        vector = scaled([r.vector_score for _, r in ranked])
+        keyword = scaled([r.keyword_score for _, r in ranked])
+        for _, result in ranked:
+            relevance = weight * vector(result.vector_score) + (1 - weight) * keyword(result.keyword_score)
+            result.score = relevance * result.recency * result.time_boost
+    return rescore
+
+
+def trimmed_to(result: SearchResult, room: int, weights: dict[str, float]) -> SearchResult | None:
+    """The run of ``result``'s lines that fits ``room`` characters and holds the most of the
+    question's weighted terms (the first such run on a tie); None when no line fits."""
+    lines = result.text.split("\n")
+    best: tuple[float, int, int] | None = None
+    for first in range(len(lines)):
+        size, terms = -1, 0.0
+        for last in range(first, len(lines)):
+            size += len(lines[last]) + 1
+            if size > room:
+                break
+            terms += querytext.coverage(weights, lines[last])
+            if best is None or terms > best[0]:
+                best = (terms, first, last)
+    if best is None:
+        return None
+    _, first, last = best
+    return replace(result, start_line=result.start_line + first, end_line=result.start_line + last,
+                   text="\n".join(lines[first:last + 1]))
+
+
+def assemble_trimming(ranked: list[SearchResult], limit: int, budget: int, weights: dict[str, float]) -> list[SearchResult]:
+    """:func:`passages.assemble`, except that a passage too long for what is left of the budget is
+    cut to its best lines that fit (at least 200 characters) instead of being skipped."""
+    kept: list[SearchResult] = []
+    for result in ranked:
+        if any(result.text.strip() == k.text.strip() for k in kept) or passages._join(kept, result, budget):
+            continue
+        if any(passages._repeats(result, k) for k in kept):
+            continue
+        room = budget - sum(len(k.text) for k in kept)
+        if kept and len(result.text) > room:
+            cut = trimmed_to(result, room, weights) if room >= 200 else None
+            if cut is None:
+                continue
+            result = cut
+        kept.append(result)
+        if len(kept) == limit:
+            break
+    return kept
+
+
 def chunks_only(ranked: list[SearchResult], limit: int) -> list[SearchResult]:
     """The rule before passages (2026-12-05): chunks as ranked, repeats skipped, no budget."""
     kept: list[SearchResult] = []
@@ -96,6 +155,9 @@ VARIANTS = {
     "budget 800": Variant(chunk_coverage, chars_per_result=800),
     "file prior 0.1": Variant(chunk_coverage, file_neighbours(0.1)),
     "vector ^0.75": Variant(chunk_coverage, vector_power(0.75)),
+    "min-max 0.6": Variant(chunk_coverage, min_max_fusion(0.6)),
+    "min-max 0.7": Variant(chunk_coverage, min_max_fusion(0.7)),
+    "trim the last": Variant(chunk_coverage, trims=True),
 }
 
 
@@ -134,8 +196,10 @@ def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: in
     ordered = [r for _, r in ranked]
     if not variant.joins:
         return chunks_only(ordered, limit)
-    per_result = variant.chars_per_result or retriever.settings.chunk_max_chars
-    return passages.assemble(ordered, limit, limit * per_result)
+    budget = limit * (variant.chars_per_result or retriever.settings.chunk_max_chars)
+    if variant.trims:
+        return assemble_trimming(ordered, limit, budget, c.weights)
+    return passages.assemble(ordered, limit, budget)
 
 
 def main() -> None:
