@@ -98,7 +98,7 @@ class MemorySettings(StrictSettings):
     half_life_days: float = Field(default=90.0, gt=0)
     recency_weight: float = Field(default=0.1, ge=0.0, le=1.0)
     now_recency_weight: float = Field(default=0.4, ge=0.0, le=1.0)
-    time_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    time_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     candidates: int = Field(default=40, ge=1, le=1000)
     min_score: float = Field(default=0.1, ge=0.0, le=1.0)
     max_results: int = Field(default=8, ge=1, le=100)

@@ -7,6 +7,7 @@ question and an English note to the same place.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from support.files import write
 
@@ -28,14 +29,14 @@ def test_a_time_window_question_finds_that_weeks_note(workspace, make_manager) -
     write(workspace, "alice", "memory/2026-10-07.md", "## 20:00 notes\n- cook night: a pumpkin soup, then watched a film\n")
     write(workspace, "alice", "memory/2026-12-02.md", "## 08:00 notes\n- last week was busy, need to cook more\n")
     [first, *rest] = make_manager().search("what did I cook last week?", "alice")
-    assert first.path == "memory/2026-11-25.md" and first.time_boost == 1.5
+    assert first.path == "memory/2026-11-25.md" and first.time_boost == 2.0
     assert all(hit.time_boost == 1.0 for hit in rest if hit.path != "memory/2026-12-02.md")
 
 
 def test_dates_written_in_memory_md_count_for_the_window(workspace, make_manager) -> None:
     write(workspace, "alice", "MEMORY.md", "- 2026-05-14: started learning the cello\n- 2026-08-02: started learning Go\n")
     [hit] = make_manager(embedder=None, chunk_max_chars=64, chunk_overlap_lines=0).search("which instrument did I start learning in May", "alice", limit=1)
-    assert "cello" in hit.text and hit.time_boost == 1.5
+    assert "cello" in hit.text and hit.time_boost == 2.0
 
 
 def test_time_words_do_not_count_as_keywords(workspace, make_manager) -> None:
@@ -76,7 +77,7 @@ def test_window_notes_stay_in_their_scope(workspace, make_manager) -> None:
     write(workspace, "alice", "memory/2026-12-01.md", "- alice's secret bike plan\n")
     write(workspace, "bob", "memory/2026-12-01.md", "- bob fixed the bike\n")
     hits = make_manager().search("what happened to the bike yesterday", "bob", min_score=0.0, limit=20)
-    assert [(hit.scope, hit.text, hit.time_boost) for hit in hits] == [("bob", "- bob fixed the bike", 1.5)]
+    assert [(hit.scope, hit.text, hit.time_boost) for hit in hits] == [("bob", "- bob fixed the bike", 2.0)]
 
 
 def test_keyword_fallback_and_short_cjk_queries_still_hold(workspace, make_manager) -> None:
@@ -123,3 +124,24 @@ def test_e5_embeds_questions_and_passages_with_their_prefixes(workspace, make_ma
     write(workspace, "alice", "memory/2026-09-11.md", "- the quarterly report is due on Friday\n")
     [hit, *_] = make_manager(embedder=e5).search("what's the name of my kitten?", "alice")
     assert "Tom" in hit.text and 0 < (hit.vector_score or 0) < 1  # the cosine rescaled from its 0.7 floor
+
+
+
+class ChosenCosines(HashEmbedding):
+    """The question points along axis 0; a note naming Ana has cosine 0.3 with it, one naming Bob 0.55."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row, :2] = (0.3, 0.954) if "Ana" in text else (0.55, 0.835) if "Bob" in text else (1.0, 0.0)
+        self.calls += 1
+        return out
+
+
+def test_a_note_from_the_named_time_counts_double(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-05-20.md", "## 18:30 notes\n- an evening at the gallery with Ana\n")
+    write(workspace, "alice", "memory/2026-07-19.md", "## 10:00 notes\n- an evening at the gallery with Bob\n")
+    first, second = make_manager(embedder=ChosenCosines()).search("which show did I see in May?", "alice")
+    # July's note matches 0.55 / 0.3 = 1.8 times as well (no keyword matches either); May's counts double.
+    assert (first.path, first.time_boost, second.path) == ("memory/2026-05-20.md", 2.0, "memory/2026-07-19.md")
+    assert first.relevance == pytest.approx(0.7 * 0.3, abs=1e-3) and second.relevance == pytest.approx(0.7 * 0.55, abs=1e-3)
