@@ -8,10 +8,12 @@ the keyword side can leave the time words out. The first phrase that resolves wi
 with no time phrase has no window.
 
 "Last week" and "上周" are the previous calendar week (Monday to Sunday), "last month" the previous
-calendar month; where people are loose the window is generous: "two months ago" covers that
-calendar month and half a month either side of the day two months back (on 3 December: 18
-September to 31 October), "3 days ago" that day ±1, and a bare month name is its most recent occurrence that
-has begun.
+calendar month, "the week before last" and "上上周" the one before; where people are loose the window
+is generous: "two months ago" covers that calendar month and half a month either side of the day two
+months back (on 3 December: 18 September to 31 October), "3 days ago" that day ±1, "early May" all of
+May, and a bare month name is its most recent occurrence that has begun. "May last year" and "去年5月"
+are that month of the previous year. Seasons are not windows: a note written in the autumn that
+says "last summer" is about the summer, so "summer" stays a keyword.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ _NUMBERS_EN = {
 }
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_YEAR_STEP_ZH = {"今": 0, "去": -1, "前": -2}  # 今年, 去年, 前年
 
 _MONTH_RE = "|".join(sorted(_MONTHS_EN, key=len, reverse=True))
 _WEEKDAY_RE = "|".join(_WEEKDAYS_EN)
@@ -178,6 +181,10 @@ def _en_month(m: re.Match[str], today: date) -> tuple[date, date] | None:
     return _recent_month(today, month, int(m["y"]) if m["y"] else None)
 
 
+def _month_last_year(m: re.Match[str], today: date) -> tuple[date, date] | None:
+    return _month_span(today.year - 1, _MONTHS_EN[(m["mon"] or m["mon2"]).lower()])
+
+
 def _en_year(m: re.Match[str], today: date) -> tuple[date, date] | None:
     year = int(m["y"])
     return (date(year, 1, 1), date(year, 12, 31)) if 1900 < year <= today.year else None
@@ -187,8 +194,16 @@ def _en_ago(m: re.Match[str], today: date) -> tuple[date, date] | None:
     return _ago(today, _en_number(m["n"]), _UNIT_EN[m["unit"].lower()])
 
 
+def _half_year_ago(m: re.Match[str], today: date) -> tuple[date, date] | None:
+    return _ago(today, 6, "month")
+
+
 def _en_relative(m: re.Match[str], today: date) -> tuple[date, date] | None:
     return _relative(today, _UNIT_EN[m["unit"].lower()], 0 if m["which"].lower() == "this" else -1)
+
+
+def _en_before_last(m: re.Match[str], today: date) -> tuple[date, date] | None:
+    return _relative(today, _UNIT_EN[m["unit"].lower()], -2)
 
 
 def _en_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
@@ -210,7 +225,7 @@ def _days_back(back: int) -> Resolver:
 
 def _zh_full_date(m: re.Match[str], today: date) -> tuple[date, date] | None:
     month = _zh_number(m["m"])
-    year = int(m["y"]) if m["y"] else None
+    year = int(m["y"]) if m["y"] else today.year + _YEAR_STEP_ZH[m["rel"]] if m["rel"] else None
     if not 1 <= month <= 12:
         return None
     if m["d"] is None:
@@ -230,7 +245,8 @@ def _zh_ago(m: re.Match[str], today: date) -> tuple[date, date] | None:
 def _zh_relative(m: re.Match[str], today: date) -> tuple[date, date] | None:
     unit = {"周": "week", "星期": "week", "个星期": "week", "礼拜": "week", "个礼拜": "week",
             "月": "month", "个月": "month"}[m["unit"]]
-    return _relative(today, unit, 0 if m["which"] in ("这", "本", "这个") else -1)
+    step = 0 if m["which"] in ("这", "本", "这个") else -2 if m["which"] == "上上" else -1
+    return _relative(today, unit, step)
 
 
 def _zh_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
@@ -240,33 +256,38 @@ def _zh_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
 
 
 def _zh_year(m: re.Match[str], today: date) -> tuple[date, date] | None:
-    step = {"今": 0, "去": -1, "前": -2}[m["which"]]
-    return _relative(today, "year", step) if step >= -1 else (date(today.year - 2, 1, 1), date(today.year - 2, 12, 31))
+    return _relative(today, "year", _YEAR_STEP_ZH[m["which"]])
 
 
 _I = re.IGNORECASE
 #: Most specific first: a full date before its month, "two months ago" before "months".
 _PATTERNS: tuple[tuple[re.Pattern[str], Resolver], ...] = (
     (re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>\d{1,2})-(?P<d>\d{1,2})\b"), _iso),
-    (re.compile(r"(?:(?P<y>(?:19|20)\d\d)\s*年\s*)?(?P<m>\d{1,2}|十[一二]?|[一二三四五六七八九])\s*月"
+    (re.compile(r"(?:(?P<y>(?:19|20)\d\d)\s*年\s*|(?P<rel>[今去前])年\s*)?(?P<m>\d{1,2}|十[一二]?|[一二三四五六七八九])\s*月"
                 r"(?:\s*(?P<d>\d{1,2}|[一二三]?十[一二三四五六七八九]?|[一二三四五六七八九])\s*[日号])?"), _zh_full_date),
     (re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>{_MONTH_RE})\.?(?:,?\s+(?P<y>(?:19|20)\d\d))?\b", _I),
      _en_month_day),
     (re.compile(rf"\b(?P<mon>{_MONTH_RE})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<y>(?:19|20)\d\d))?\b", _I),
      _en_month_day),
+    (re.compile(r"\bhalf\s+a\s+year\s+ago\b", _I), _half_year_ago),
     (re.compile(rf"\b(?P<n>{_NUMBER_RE})\s+(?P<unit>days?|weeks?|months?|years?)\s+ago\b", _I), _en_ago),
+    (re.compile(r"\b(?:the\s+)?(?P<unit>week|month|year)\s+before\s+last\b", _I), _en_before_last),
+    (re.compile(rf"\b(?:in\s+)?(?P<mon>{_MONTH_RE})\.?\s+(?:of\s+)?last\s+year\b|\blast\s+year\s+in\s+(?P<mon2>{_MONTH_RE})\b", _I),
+     _month_last_year),
     (re.compile(r"\b(?P<which>last|past|previous|this)\s+(?P<unit>week|month|year)\b", _I), _en_relative),
     (re.compile(r"\b(?:the\s+)?day\s+before\s+yesterday\b", _I), _days_back(2)),
-    (re.compile(r"\byesterday\b", _I), _days_back(1)),
+    (re.compile(r"\b(?:yesterday|last\s+night)\b", _I), _days_back(1)),
     (re.compile(r"\b(?:today|tonight|this\s+morning)\b", _I), _days_back(0)),
     (re.compile(r"\b(?:last\s+)?weekend\b", _I), _en_weekend),
     (re.compile(rf"\b(?:on\s+|last\s+)?(?P<wd>{_WEEKDAY_RE})\b", _I), _en_weekday),
-    (re.compile(rf"\b(?:in|during|since|last)\s+(?P<mon>{_MONTH_RE})\.?(?:\s+(?P<y>(?:19|20)\d\d))?\b", _I), _en_month),
+    (re.compile(rf"\b(?:in|during|since|last|early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of)[-\s]+(?P<mon>{_MONTH_RE})\.?(?:\s+(?P<y>(?:19|20)\d\d))?\b", _I), _en_month),
     (re.compile(rf"\b(?P<mon>{_MONTH_RE})\.?\s+(?P<y>(?:19|20)\d\d)\b", _I), _en_month),
-    (re.compile(r"\b(?:in|during)\s+(?P<y>(?:19|20)\d\d)\b", _I), _en_year),
+    (re.compile(r"\b(?:in|during|early|mid|late)[-\s]+(?P<y>(?:19|20)\d\d)\b", _I), _en_year),
+    (re.compile(r"半年(?:以)?前"), _half_year_ago),
     (re.compile(rf"(?P<n>{_ZH_NUM_RE})\s*(?P<unit>个月|个星期|个礼拜|星期|礼拜|天|日|周|月|年)(?:以)?前"), _zh_ago),
     (re.compile(r"(?P<which>上上|上个|这个|上|这|本)(?P<unit>个星期|个礼拜|星期|礼拜|周|个月|月)(?![一二三四五六日天])"), _zh_relative),
     (re.compile(r"(?P<last>上)?(?:个)?(?:星期|周|礼拜)(?P<wd>[一二三四五六日天])"), _zh_weekday),
+    (re.compile(r"大前天"), _days_back(3)),
     (re.compile(r"前天"), _days_back(2)),
     (re.compile(r"昨天|昨晚|昨日"), _days_back(1)),
     (re.compile(r"今天|今晚|今日"), _days_back(0)),

@@ -38,6 +38,19 @@ TODAY = date(2026, 12, 2)
         ("上周二去了哪里", "2026-11-24", "2026-11-24"),
         ("三个月前开始学什么", "2026-08-18", "2026-09-30"),
         ("去年的旅行", "2025-01-01", "2025-12-31"),
+        ("大前天去了哪里", "2026-11-29", "2026-11-29"),
+        ("what did I eat last night", "2026-12-01", "2026-12-01"),
+        ("what did I buy half a year ago", "2026-05-18", "2026-06-30"),  # June, and 2 June ±15 d
+        ("半年前买的相机", "2026-05-18", "2026-06-30"),
+        ("who did I meet the week before last", "2026-11-16", "2026-11-22"),
+        ("上上周去了哪", "2026-11-16", "2026-11-22"),
+        ("上上个月的账单", "2026-10-01", "2026-10-31"),
+        ("what did I pay the month before last", "2026-10-01", "2026-10-31"),
+        ("what did we plan in early May", "2026-05-01", "2026-05-31"),
+        ("the mid-June trip", "2026-06-01", "2026-06-30"),
+        ("what did I buy in May last year", "2025-05-01", "2025-05-31"),
+        ("去年5月我去了哪", "2025-05-01", "2025-05-31"),
+        ("去年夏天去了哪里", "2025-01-01", "2025-12-31"),  # a season is a keyword, not a window
     ],
 )
 def test_a_time_phrase_resolves_to_its_window(question: str, start: str, end: str) -> None:
@@ -47,7 +60,8 @@ def test_a_time_phrase_resolves_to_its_window(question: str, start: str, end: st
 
 
 @pytest.mark.parametrize("question", ["what is my cat called", "May I ask about the deploy key?",
-                                      "我的猫叫什么名字", "the 2030 plan", "remind me of 2027-01-05"])
+                                      "我的猫叫什么名字", "the 2030 plan", "remind me of 2027-01-05",
+                                      "did I fall in the park", "where did we go last summer", "春节回家的车票"])
 def test_no_time_phrase_no_window(question: str) -> None:
     assert find_window(question, TODAY) is None
 
