@@ -110,7 +110,11 @@ class Forgetter:
         found = Findings(scope)
         for path, relative in self._files(scope):
             place = "dream diaries" if _is_diary(relative) else "memory files"
-            for number, line in enumerate(read_text(path).splitlines(), 1):
+            try:
+                text = read_text(path)
+            except FileNotFoundError:  # the dry run holds no lock: a writer's temp file was renamed since
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
                 if matches(line):
                     found.matches.append(Match(place, f"{relative}:{number}", line.strip()))
         for file, version, number, line in self.memory_file.find_in_versions(scope, matches):

@@ -94,6 +94,16 @@ def test_expire_drops_old_daily_files_and_what_came_of_them(stack) -> None:
     assert len(forgetter.memory_file.versions("alice", "memory/2026-11-30.md")) == 1
 
 
+def test_the_dry_run_passes_over_a_file_gone_since_it_was_listed(stack) -> None:
+    # A writer's temp file (.MEMORY.md.*.tmp) is renamed into place while the lock-free dry run
+    # lists the scope; a link to nothing is such an entry on a real disk: listed, then not there.
+    manager, forgetter = stack
+    forgetter.memory_file.write("alice", f"- {ASCII} lives here\n".encode(), "console edit")
+    (manager.workspace.scope_dir("alice") / ".MEMORY.md.gone.tmp").symlink_to("nowhere")
+    found = forgetter.find("alice", ASCII)
+    assert [m.where for m in found.matches if m.place == "memory files"] == ["MEMORY.md:1"]
+
+
 def test_a_blank_text_is_refused(stack) -> None:
     _manager, forgetter = stack
     with pytest.raises(NothingToForget):

@@ -151,8 +151,8 @@ async def chat_actor(stack: Stack, letter: str, message: Callable[[str], Incomin
         token = f"k{letter}{number:04d}q"
         incoming = message(f"note {token} about {rng.choice(WORDS)}")
         who = agent.identify(incoming)
-        stack.ledger.sent[token] = who.scope
         await stack.say(incoming)
+        stack.ledger.sent[token] = who.scope  # answered: from now on the forget actor may pick it
         stack.ledger.ops["turn"] += 1
         if rng.random() < REDELIVERED:  # answered before the redelivery: the chat's next answer shows it was dropped
             await stack.channel.push(incoming)
