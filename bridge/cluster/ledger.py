@@ -7,7 +7,8 @@ it pending and the shard's next holder gets it again. The ledger makes that rede
   turn resumes from the stored history instead of storing the message twice;
 - ``answered``: the reply is stored (in the transaction that stores the assistant's answer), so the
   LLM is not asked again: the stored reply is sent;
-- ``sent``: nothing left but the acknowledgement.
+- ``sent``: nothing left but the acknowledgement. The reply's text is dropped then: the
+  conversation keeps it, where a forget reaches it; a copy here would outlive the forget.
 
 Rows of sent messages go after ``RETENTION_S``, far past any redelivery.
 """
@@ -71,7 +72,7 @@ class TurnLedger:
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO cluster_turns (message_key, state, updated_at) VALUES (?, ?, ?) ON CONFLICT (message_key)"
-                " DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                " DO UPDATE SET state = excluded.state, reply = NULL, updated_at = excluded.updated_at",
                 (key, TurnState.SENT.value, time.time()),
             )
 

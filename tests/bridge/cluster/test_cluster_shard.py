@@ -29,7 +29,8 @@ async def test_a_redelivered_message_is_stored_once_and_its_answer_is_recorded_w
     assert stored == ["my passport number ends in 42", "Noted."]
     assert fake_llm.requests[-1]["messages"][-1]["content"] == "my passport number ends in 42"
     ledger.mark_sent(message.dedupe_key)
-    assert ledger.get(message.dedupe_key).state is TurnState.SENT
+    record = ledger.get(message.dedupe_key)
+    assert (record.state, record.reply) == (TurnState.SENT, None)  # no copy of the answer outlives a forget
     assert ledger.prune(now=10**12) == 1 and ledger.get(message.dedupe_key) is None
     await services.aclose()
 
