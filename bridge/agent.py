@@ -45,6 +45,11 @@ _FAILURE_REPLIES = {
     "rate_limit": "My language model is busy (rate-limited). Your message is saved; please try again in a minute.",
 }
 _DEFAULT_FAILURE = "Something went wrong talking to my language model. Your message is saved; please try again."
+_FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've dropped my answer."
+
+
+class TurnForgotten(Exception):
+    """A forget deleted the message being answered: nothing more of its turn may be stored."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,16 @@ class TurnIdentity:
     scope: str
     user: str
     is_admin: bool
+
+
+@dataclass(frozen=True)
+class TurnInFlight:
+    """The turn being answered: for whom, the message's dedupe key, and the seq of its stored user
+    message (every message of the turn is stored only while that one is there)."""
+
+    who: TurnIdentity
+    key: str
+    user_seq: int
 
 
 class TurnJournal(Protocol):
@@ -118,44 +133,60 @@ class Agent:
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)
         user_message: Message = {"role": "user", "content": message.text}
-        await self._store_user_message(who.session_id, message.dedupe_key, user_message)
+        user_seq = await self._store_user_message(who.session_id, message.dedupe_key, user_message)
+        if user_seq is None:
+            return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
+        turn = TurnInFlight(who, message.dedupe_key, user_seq)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
         system = await offload.run(
             self.prompt.build, PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
         try:
             try:
-                text = await self._converse(who, ctx, system, message.dedupe_key, images)
+                text = await self._converse(turn, ctx, system, images)
             except ContextLengthExceeded:
                 log.warning("context too long for session %s: trimming harder and retrying once", who.session_id)
                 await self.sessions.trim(who.session_id, harder=True)
-                text = await self._converse(who, ctx, system, message.dedupe_key, images)
+                text = await self._converse(turn, ctx, system, images)
         except LLMError as exc:
             log.warning("turn failed for session %s: %s", who.session_id, exc)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
+        except TurnForgotten:
+            log.info("a forget deleted the message session %s was answering; its answer is dropped", who.session_id)
+            return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         await self.sessions.trim(who.session_id)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
-    async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> None:
-        """Store the user's message, unless an earlier delivery of it already did (with a journal)."""
+    async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> int | None:
+        """Store the user's message, unless an earlier delivery of it already did (with a journal);
+        returns its seq (for such a redelivery, the session's newest user message: None when a
+        forget has left none)."""
         journal = self.journal
-        if journal is None:
-            await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)])
-        elif not await offload.run(journal.user_stored, key):
-            mark = partial(journal.mark_started, key=key)
-            await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)], mark)
+        if journal is not None and await offload.run(journal.user_stored, key):
+            return await offload.run(self.conversations.last_user_seq, session_id)
+        mark = None if journal is None else partial(journal.mark_started, key=key)
+        [seq] = await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)], mark)
+        return seq
 
-    async def _store_answer(self, session_id: str, key: str, messages: list[Message], text: str) -> None:
+    async def _store(self, turn: TurnInFlight, messages: list[Message],
+                     also: Callable[[sqlite3.Connection], object] | None = None) -> None:
+        """Store messages of ``turn`` (and ``also`` with them); :class:`TurnForgotten` when a forget
+        deleted its user message meanwhile: then nothing is stored."""
+        stored = await offload.run(partial(self.conversations.append_messages, turn.who.session_id,
+                                           [to_turn(m) for m in messages], also, answering=turn.user_seq))
+        if not stored:
+            raise TurnForgotten(turn.who.session_id)
+
+    async def _store_answer(self, turn: TurnInFlight, messages: list[Message], text: str) -> None:
         """Store the turn's last messages; with a journal, the answer is marked in the same transaction."""
         journal = self.journal
-        mark = None if journal is None else partial(journal.mark_answered, key=key, reply=text)
-        await offload.run(self.conversations.append_messages, session_id, [to_turn(m) for m in messages], mark)
+        mark = None if journal is None else partial(journal.mark_answered, key=turn.key, reply=text)
+        await self._store(turn, messages, mark)
 
-    async def _converse(self, who: TurnIdentity, ctx: ToolContext, system: str, key: str,
-                        images: tuple[str, ...] = ()) -> str:
+    async def _converse(self, turn: TurnInFlight, ctx: ToolContext, system: str, images: tuple[str, ...] = ()) -> str:
         """The LLM ⇄ tools loop; stores each assistant and tool message as it happens."""
         tools = self.toolbox.schemas(ctx)
         for _step in range(self.settings.max_steps):
-            messages = await offload.run(self._llm_messages, who.session_id, system)
+            messages = await offload.run(self._llm_messages, turn.who.session_id, system)
             if images:
                 messages = _show_images(messages, images)
             response = await self.llm.complete(messages, tools)
@@ -163,15 +194,15 @@ class Agent:
             if not response.tool_calls:
                 text = response.content.strip() or "(no answer)"
                 assistant["content"] = text
-                await self._store_answer(who.session_id, key, [assistant], text)
+                await self._store_answer(turn, [assistant], text)
                 return text
             results: list[Message] = [assistant]
             for call in response.tool_calls:
                 output = await self.toolbox.call(ctx, call.name, call.arguments)
                 results.append({"role": "tool", "tool_call_id": call.id, "content": output})
-            await offload.run(self.conversations.append_messages, who.session_id, [to_turn(m) for m in results])
+            await self._store(turn, results)
         text = "I looked through my memory several times but couldn't finish; please ask again more specifically."
-        await self._store_answer(who.session_id, key, [{"role": "assistant", "content": text}], text)
+        await self._store_answer(turn, [{"role": "assistant", "content": text}], text)
         return text
 
     def _llm_messages(self, session_id: str, system: str) -> list[Message]:

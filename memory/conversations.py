@@ -162,15 +162,21 @@ class ConversationStore:
         return list(dict.fromkeys(session.scope for session in sessions))[:limit]
 
     def append_messages(self, session_id: str, messages: Sequence[Turn],
-                        also: Callable[[sqlite3.Connection], object] | None = None) -> list[int]:
+                        also: Callable[[sqlite3.Connection], object] | None = None, *,
+                        answering: int | None = None) -> list[int]:
         """Append in order (safe with concurrent writers). ``seq`` continues past every seq the session
         ever had, even when pruning or retention deleted the newest rows, so a recorded job's range
         never comes to cover new turns. ``also`` writes in the same transaction (a caller's record
-        that these messages are stored: both land, or neither)."""
+        that these messages are stored: both land, or neither). ``answering``: the seq of the user
+        message these messages answer; when a forget deleted it meanwhile, nothing is written and
+        [] is returned, since an answer to a forgotten question would bring its text back."""
         if not messages:
             return []
         now = time.time()
         with self.db.transaction() as conn:
+            if answering is not None and conn.execute(
+                    "SELECT 1 FROM messages WHERE session_id = ? AND seq = ?", (session_id, answering)).fetchone() is None:
+                return []
             last = _last_seq(conn, session_id)
             seqs = list(range(last + 1, last + 1 + len(messages)))
             conn.executemany(
@@ -184,6 +190,12 @@ class ConversationStore:
             if also is not None:
                 also(conn)
         return seqs
+
+    def last_user_seq(self, session_id: str) -> int | None:
+        """The seq of the session's newest user message (the turn being answered: a chat's turns
+        run one at a time), None when it has none."""
+        rows = self.db.query("SELECT max(seq) FROM messages WHERE session_id = ? AND visible = 1", (session_id,))
+        return None if rows[0][0] is None else int(rows[0][0])
 
     def context_messages(self, session_id: str) -> list[StoredMessage]:
         """Every message inside the session's LLM context, oldest first."""

@@ -45,6 +45,18 @@ def test_seq_continues_and_is_safe_under_concurrent_writers(tmp_path) -> None:
     assert seqs == list(range(1, 101))
 
 
+def test_an_answer_to_a_forgotten_message_is_not_stored(store) -> None:
+    [asked] = store.append_messages("s1", [Turn("user", "my code is 4471")])
+    assert store.last_user_seq("s1") == asked
+    assert store.forget_text("alice", lambda text: "4471" in text) == 1  # while the model was answering
+    noted: list[str] = []
+    assert store.append_messages("s1", [Turn("assistant", "noted: 4471")], lambda _conn: noted.append("x"),
+                                 answering=asked) == []
+    assert store.context_messages("s1") == [] and noted == [] and store.last_user_seq("s1") is None
+    [again] = store.append_messages("s1", [Turn("user", "hello")])
+    assert store.append_messages("s1", [Turn("assistant", "hi")], answering=again) == [again + 1]
+
+
 def test_max_turns_counts_visible_user_turns_only(store) -> None:
     for i in range(5):
         store.append_messages("s1", turn(f"q{i}", tools=3))

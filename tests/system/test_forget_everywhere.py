@@ -82,3 +82,20 @@ async def test_a_token_planted_through_every_path_is_gone_after_forget(running, 
         await asyncio.to_thread(memory_file.revert, SCOPE, version.id)
         assert token not in services.workspace.memory_file(SCOPE).read_text(encoding="utf-8")
     assert "likes tea" in services.workspace.memory_file(SCOPE).read_text(encoding="utf-8")
+
+
+async def test_a_forget_while_the_model_answers_keeps_the_answer_out_of_memory(running, fake_llm) -> None:
+    bridge, channel = await running()
+    services, token = bridge.services, "Zorblaxquint"
+    fake_llm.responder = lambda _request: f"Noted: your locker code is {token}"  # the answer repeats it
+    release = asyncio.Event()
+    arrived = fake_llm.hold_first(lambda body: token in body["messages"][-1]["content"], release)
+    await channel.push(dm(f"my locker code is {token}"))
+    await asyncio.wait_for(arrived.wait(), 30)
+    await asyncio.to_thread(services.forgetter.forget, SCOPE, token)  # an operator, while the model thinks
+    release.set()
+    await channel.wait_sent(1)
+    assert channel.texts() == ["That message was forgotten while I was answering it, so I've dropped my answer."]
+    assert occurrences(services.workspace.root, token) == {}
+    session = services.conversations.get_session(f"{SCOPE}|telegram::42:")
+    assert session is not None and services.conversations.context_messages(session.id) == []
