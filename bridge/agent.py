@@ -158,11 +158,10 @@ class Agent:
 
     async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> int | None:
         """Store the user's message, unless an earlier delivery of it already did (with a journal);
-        returns its seq (for such a redelivery, the session's newest user message: None when a
-        forget has left none)."""
+        returns its seq (None: that earlier delivery's message was forgotten since)."""
         journal = self.journal
         if journal is not None and await offload.run(journal.user_stored, key):
-            return await offload.run(self.conversations.last_user_seq, session_id)
+            return await offload.run(self.conversations.user_seq, session_id, str(user_message["content"]))
         mark = None if journal is None else partial(journal.mark_started, key=key)
         [seq] = await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)], mark)
         return seq

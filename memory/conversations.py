@@ -191,10 +191,11 @@ class ConversationStore:
                 also(conn)
         return seqs
 
-    def last_user_seq(self, session_id: str) -> int | None:
-        """The seq of the session's newest user message (the turn being answered: a chat's turns
-        run one at a time), None when it has none."""
-        rows = self.db.query("SELECT max(seq) FROM messages WHERE session_id = ? AND visible = 1", (session_id,))
+    def user_seq(self, session_id: str, text: str) -> int | None:
+        """The seq of the session's newest user message reading ``text`` (a message stored by an
+        earlier delivery: a chat's turns run one at a time), None when there is none (a forget)."""
+        rows = self.db.query("SELECT max(seq) FROM messages WHERE session_id = ? AND visible = 1 AND body = ?",
+                             (session_id, text))
         return None if rows[0][0] is None else int(rows[0][0])
 
     def context_messages(self, session_id: str) -> list[StoredMessage]:

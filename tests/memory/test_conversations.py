@@ -47,12 +47,12 @@ def test_seq_continues_and_is_safe_under_concurrent_writers(tmp_path) -> None:
 
 def test_an_answer_to_a_forgotten_message_is_not_stored(store) -> None:
     [asked] = store.append_messages("s1", [Turn("user", "my code is 4471")])
-    assert store.last_user_seq("s1") == asked
+    assert store.user_seq("s1", "my code is 4471") == asked and store.user_seq("s1", "other") is None
     assert store.forget_text("alice", lambda text: "4471" in text) == 1  # while the model was answering
     noted: list[str] = []
     assert store.append_messages("s1", [Turn("assistant", "noted: 4471")], lambda _conn: noted.append("x"),
                                  answering=asked) == []
-    assert store.context_messages("s1") == [] and noted == [] and store.last_user_seq("s1") is None
+    assert store.context_messages("s1") == [] and noted == [] and store.user_seq("s1", "my code is 4471") is None
     [again] = store.append_messages("s1", [Turn("user", "hello")])
     assert store.append_messages("s1", [Turn("assistant", "hi")], answering=again) == [again + 1]
 

@@ -35,6 +35,25 @@ async def test_a_redelivered_message_is_stored_once_and_its_answer_is_recorded_w
     await services.aclose()
 
 
+async def test_a_redelivery_of_a_message_forgotten_meanwhile_is_not_answered(tmp_path, fake_llm) -> None:
+    services = make_services(tmp_path / "shard", fake_llm.base_url)
+    services.agent.journal = TurnLedger(services.memory.db)
+    fake_llm.reply("Hello!")
+    await services.agent.handle(dm("hello"))  # an earlier turn: its message must not be taken for this one's
+    message = dm("my locker code is Zorblaxquint")
+    fake_llm.fail(500, times=3)
+    await services.agent.handle(message)  # stored, then the worker died before any answer
+    who = services.agent.identify(message)
+    await asyncio.to_thread(services.forgetter.forget, who.scope, "zorblaxquint")
+    asked = len(fake_llm.requests)
+    fake_llm.reply("Noted: Zorblaxquint")
+    reply = await services.agent.handle(message)  # the redelivery
+    assert reply.text == "That message was forgotten while I was answering it, so I've dropped my answer."
+    assert len(fake_llm.requests) == asked
+    assert [m.text for m in services.conversations.load_messages(who.session_id, 10)] == ["hello", "Hello!"]
+    await services.aclose()
+
+
 async def test_every_shard_reads_and_writes_one_knowledge_base(tmp_path, fake_llm) -> None:
     root = tmp_path / "cluster"
     shards = [make_services(root / "shards" / str(n), fake_llm.base_url) for n in (0, 1)]
