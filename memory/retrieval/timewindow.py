@@ -212,7 +212,11 @@ def _en_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
 
 
 def _en_weekend(m: re.Match[str], today: date) -> tuple[date, date] | None:
-    saturday = _last_weekday(today, 5)
+    """"The weekend" is this one on a Saturday or Sunday, else the one just past; "last weekend" is
+    the latest that has ended (on a Sunday, the one before this)."""
+    saturday = today - timedelta(days=today.weekday() - 5) if today.weekday() >= 5 else _last_weekday(today, 5)
+    if m["last"] and today.weekday() >= 5:
+        saturday -= timedelta(weeks=1)
     return saturday, saturday + timedelta(days=1)
 
 
@@ -278,7 +282,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Resolver], ...] = (
     (re.compile(r"\b(?:the\s+)?day\s+before\s+yesterday\b", _I), _days_back(2)),
     (re.compile(r"\b(?:yesterday|last\s+night)\b", _I), _days_back(1)),
     (re.compile(r"\b(?:today|tonight|this\s+morning)\b", _I), _days_back(0)),
-    (re.compile(r"\b(?:last\s+)?weekend\b", _I), _en_weekend),
+    (re.compile(r"\b(?P<last>last\s+)?weekend\b", _I), _en_weekend),
     (re.compile(rf"\b(?:on\s+|last\s+)?(?P<wd>{_WEEKDAY_RE})\b", _I), _en_weekday),
     (re.compile(rf"\b(?:in|during|since|last|early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of)[-\s]+(?P<mon>{_MONTH_RE})\.?(?:\s+(?P<y>(?:19|20)\d\d))?\b", _I), _en_month),
     (re.compile(rf"\b(?P<mon>{_MONTH_RE})\.?\s+(?P<y>(?:19|20)\d\d)\b", _I), _en_month),

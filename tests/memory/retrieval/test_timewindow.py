@@ -90,3 +90,17 @@ def test_keyword_evidence_is_the_share_of_the_question_a_note_holds() -> None:
     assert query_terms("西湖 晨跑团") == ["西湖", "晨跑", "跑团"]
     assert coverage({"西湖": 1.0, "晨跑": 1.0, "跑团": 1.0}, "每周六在西湖边跑步") == pytest.approx(1 / 3)
     assert coverage({}, "anything") == 1.0
+
+
+@pytest.mark.parametrize(
+    ("today", "question", "start", "end"),
+    [
+        (date(2026, 12, 6), "what did I do last weekend", "2026-11-28", "2026-11-29"),  # a Sunday: not this one
+        (date(2026, 12, 6), "what did I cook this weekend", "2026-12-05", "2026-12-06"),
+        (date(2026, 12, 5), "where was I last weekend", "2026-11-28", "2026-11-29"),
+        (date(2026, 12, 7), "what did I do last weekend", "2026-12-05", "2026-12-06"),  # a Monday: the one just past
+    ],
+)
+def test_last_weekend_is_the_latest_that_has_ended(today: date, question: str, start: str, end: str) -> None:
+    window = find_window(question, today)
+    assert window is not None and (window.start.isoformat(), window.end.isoformat()) == (start, end)
