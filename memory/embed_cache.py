@@ -141,10 +141,7 @@ class EmbeddingCache:
         return bumped
 
     def generations(self, scopes: Sequence[str]) -> dict[str, int]:
-        rows = self.db.query(
-            f"SELECT scope, generation FROM vector_generations WHERE scope IN ({','.join('?' * len(scopes))})",
-            tuple(scopes),
-        )
+        rows = rows_in(self.db.query, "SELECT scope, generation FROM vector_generations WHERE scope IN ({marks})", scopes)
         return {scope: 0 for scope in scopes} | {row[0]: int(row[1]) for row in rows}
 
     def forget_generation(self, conn: sqlite3.Connection, scope: str) -> None:

@@ -63,6 +63,7 @@ _NUMBERS_EN = {
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _YEAR_STEP_ZH = {"今": 0, "去": -1, "前": -2}  # 今年, 去年, 前年
+_RELATIVE_STEP_ZH = {"这": 0, "这个": 0, "本": 0, "上": -1, "上个": -1, "上上": -2}  # 这周, 上个月, 上上周
 
 _MONTH_RE = "|".join(sorted(_MONTHS_EN, key=len, reverse=True))
 _WEEKDAY_RE = "|".join(_WEEKDAYS_EN)
@@ -214,8 +215,8 @@ def _en_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
 def _en_weekend(m: re.Match[str], today: date) -> tuple[date, date] | None:
     """"The weekend" is this one on a Saturday or Sunday, else the one just past; "last weekend" is
     the latest that has ended (on a Sunday, the one before this)."""
-    saturday = today - timedelta(days=today.weekday() - 5) if today.weekday() >= 5 else _last_weekday(today, 5)
-    if m["last"] and today.weekday() >= 5:
+    saturday = today - timedelta(days=(today.weekday() - 5) % 7)  # the latest Saturday, today included
+    if m["last"] and saturday + timedelta(days=1) >= today:  # this weekend has not ended yet
         saturday -= timedelta(weeks=1)
     return saturday, saturday + timedelta(days=1)
 
@@ -247,10 +248,7 @@ def _zh_ago(m: re.Match[str], today: date) -> tuple[date, date] | None:
 
 
 def _zh_relative(m: re.Match[str], today: date) -> tuple[date, date] | None:
-    unit = {"周": "week", "星期": "week", "个星期": "week", "礼拜": "week", "个礼拜": "week",
-            "月": "month", "个月": "month"}[m["unit"]]
-    step = 0 if m["which"] in ("这", "本", "这个") else -2 if m["which"] == "上上" else -1
-    return _relative(today, unit, step)
+    return _relative(today, _UNIT_ZH[m["unit"]], _RELATIVE_STEP_ZH[m["which"]])
 
 
 def _zh_weekday(m: re.Match[str], today: date) -> tuple[date, date] | None:
