@@ -18,6 +18,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import word_forms
+from .database import rows_in
 from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
 from .storage import CHUNK_COLUMNS, KEYWORD_INDEXES, IndexStorage, StoredChunk, scope_tag, stored_chunk
 
@@ -96,14 +98,15 @@ class KeywordIndex:
                 log.debug("FTS5 hashsize not set on %s: %s", table, exc)
 
     # ---------------------------------------------------------------- search
-    def search(self, query: str, scopes: Sequence[str], limit: int) -> list[KeywordHit]:
+    def search(self, query: str, scopes: Sequence[str], limit: int, *, widen: bool = False) -> list[KeywordHit]:
         """The keyword chain: word index, then trigram, then a bounded LIKE scan.
 
         ASCII and CJK queries alike go to the segmented word index first (bigrams make 1-2
         character CJK queries an index lookup). When that finds nothing, trigram catches
-        substrings of 3+ characters; LIKE catches 1-2 character pieces of words.
+        substrings of 3+ characters; LIKE catches 1-2 character pieces of words. With ``widen``
+        the word index is asked for each English word's regular forms too (:mod:`.word_forms`).
         """
-        built = build_query(query)
+        built = build_query(query, word_forms.forms if widen else None)
         try:
             hits = self._search_chain(built, scopes, limit)
         except sqlite3.DatabaseError as exc:
@@ -138,21 +141,27 @@ class KeywordIndex:
         return self._search_like(short, scopes, limit)
 
     def _term_statistics(self, built: KeywordQuery) -> tuple[frozenset[str], bool]:
-        """(tokens too common to rank, whether what is left is still broad), from fts5vocab.
+        """(tokens to leave out of the expression, whether what is left is still broad), from fts5vocab.
 
-        See :func:`common_tokens`. "Broad" means every remaining term is in more than
-        ``BROAD_MATCHES`` chunks: ranking all of them by BM25 costs ~50-100 ms at 100k chunks.
+        Left out are the tokens too common to rank (:func:`common_tokens`) and those no chunk
+        holds: a typo, or one of the word forms a keyword-only search asks for that no note uses.
+        A term that matches nothing adds nothing to any chunk's BM25, but FTS5 still looks it up
+        in every index segment, and a widened query has several such terms per word. Such tokens
+        neither save a common word nor keep a query narrow. "Broad" means every remaining token is
+        in more than ``BROAD_MATCHES`` chunks: ranking all of them by BM25 costs ~50-100 ms at 100k
+        chunks.
         """
         tokens = [t.token for t in built.word_terms if t.token is not None]
         if not tokens:
             return frozenset(), False
         total = int(self.db.query("SELECT count(*) FROM chunks")[0][0])
         frequencies = self._document_frequencies(tokens, total)
+        held = {token: docs for token, docs in frequencies.items() if docs > 0}
         phrases = any(t.token is None for t in built.word_terms)
-        drop = common_tokens(frequencies, total, other_terms=phrases) if len(built.word_terms) > 1 else frozenset()
-        kept = [docs for token, docs in frequencies.items() if token not in drop]
+        common = common_tokens(held, total, other_terms=phrases) if len(built.word_terms) > 1 else frozenset()
+        kept = [docs for token, docs in held.items() if token not in common]
         broad = not phrases and bool(kept) and min(kept) > BROAD_MATCHES
-        return drop, broad
+        return common | (frequencies.keys() - held.keys()), broad
 
     def term_weights(self, tokens: Sequence[str]) -> dict[str, float]:
         """BM25's inverse document frequency of each word-index token, over the whole index: how
@@ -166,21 +175,25 @@ class KeywordIndex:
 
         fts5vocab counts a term by walking its whole document list (~6 ms for a term in every one
         of 100k chunks), so the same common words must not be counted on every search. A
-        frequency a little stale is fine for deciding what is common.
+        frequency a little stale is fine for deciding what is common. A zero is not cached: it
+        leaves the token out of the search (:meth:`_term_statistics`), so a word must be found as
+        soon as a note holds it, and looking up a word no chunk has is cheap.
         """
         with self._stats_lock:
             if abs(total - self._df_total) > 0.1 * max(self._df_total, 1):
                 self._df_cache.clear()
                 self._df_total = total
-            missing = [t for t in dict.fromkeys(tokens) if t not in self._df_cache]
-        for token in missing:
-            rows = self.db.query("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (token,))
+            known = {token: self._df_cache[token] for token in tokens if token in self._df_cache}
+        missing = [token for token in dict.fromkeys(tokens) if token not in known]
+        if missing:  # one lookup for all: a widened query has several forms per word
+            rows = rows_in(self.db.query, "SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", missing)
+            counted = {str(term): int(docs) for term, docs in rows}
             with self._stats_lock:
                 if len(self._df_cache) > 50_000:
                     self._df_cache.clear()
-                self._df_cache[token] = int(rows[0][0]) if rows else 0
-        with self._stats_lock:
-            return {token: self._df_cache.get(token, 0) for token in tokens}
+                self._df_cache.update(counted)
+            known.update({token: counted.get(token, 0) for token in missing})
+        return known
 
     def _search_words(self, expr: str, scopes: Sequence[str], limit: int, *, newest_first: bool = False) -> list[KeywordHit]:
         """BM25-ranked hits; for a broad query, the newest ``limit × 4`` matches ranked by BM25.

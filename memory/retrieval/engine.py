@@ -114,8 +114,9 @@ class Retriever:
             found.vector = {cid: sim for cid, sim in hits if cid in found.chunks}
         words = keyword_text(query, window.phrases if window else ())
         weights = self.keywords.term_weights(query_terms(words))
-        for hit in self.keywords.search(words, scopes, depth):
-            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text)
+        widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
+        for hit in self.keywords.search(words, scopes, depth, widen=widen):
+            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text, widen=widen)
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
             for chunk in self._window_chunks(window, scopes):

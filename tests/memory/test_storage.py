@@ -184,3 +184,24 @@ def test_reads_go_on_while_a_write_waits_for_another_process(storage, keywords) 
         writing.result(HANG_GUARD_S)
     assert (len(found), hits_before) == (4, 4) and storage.count_chunks("alice") == before + 1
     assert len(keywords.search("alicesecret", ["alice"], 10)) == 5
+
+
+def test_a_word_no_chunk_holds_is_left_out_and_neither_saves_nor_narrows_a_common_one(keywords, monkeypatch) -> None:
+    """A typo, or a word form no note uses (a keyword-only search asks for many), matches nothing:
+    it is not searched for, and "w3" must still be ranked, as it is alone, and on the fast path its
+    frequency calls for."""
+    monkeypatch.setattr(keyword_index, "BROAD_MATCHES", 50)
+    assert keywords._term_statistics(build_query("w3")) == (frozenset(), True)
+    assert keywords._term_statistics(build_query("w3 nosuchword")) == (frozenset({"nosuchword"}), True)
+    hits = keywords.search("w3 nosuchword", ["group"], 8)
+    assert len(hits) == 8 and all("w3" in hit.chunk.text.split() for hit in hits)
+
+
+def test_a_word_is_found_as_soon_as_a_note_holds_it(storage, keywords) -> None:
+    """A word no chunk held is left out of the search, so its zero must not be remembered."""
+    assert "zanzibar" in keywords._term_statistics(build_query("zanzibar w3"))[0]
+    text = "trip to zanzibar in june\n"
+    with storage.write() as conn:
+        storage.replace_file(conn, FileRecord("alice", "memory/2026-12-02.md", text_hash(text), 0.0, len(text)),
+                             chunk_text(text, scope="alice", path="memory/2026-12-02.md"))
+    assert "zanzibar" in keywords.search("zanzibar w3", ["alice"], 10)[0].chunk.text

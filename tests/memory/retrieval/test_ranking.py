@@ -145,3 +145,30 @@ def test_a_note_from_the_named_time_counts_double(workspace, make_manager) -> No
     # July's note matches 0.55 / 0.3 = 1.8 times as well (no keyword matches either); May's counts double.
     assert (first.path, first.time_boost, second.path) == ("memory/2026-05-20.md", 2.0, "memory/2026-07-19.md")
     assert first.relevance == pytest.approx(0.7 * 0.3, abs=1e-3) and second.relevance == pytest.approx(0.7 * 0.55, abs=1e-3)
+
+
+def _hiking_notes(workspace) -> None:  # type: ignore[no-untyped-def]
+    write(workspace, "alice", "memory/2026-11-20.md", "## 09:00 notes\n- went hiking on the ridge trail with Sam, the views were great\n")
+    write(workspace, "alice", "memory/2026-11-29.md", "## 12:00 notes\n- booked a table at the noodle place for Friday\n")
+
+
+@pytest.mark.parametrize("embedding", ["none", "failing"])
+def test_with_keywords_alone_a_word_finds_its_other_forms(workspace, make_manager, embedding: str) -> None:
+    _hiking_notes(workspace)
+    embedder = HashEmbedding() if embedding == "failing" else None
+    manager = make_manager(embedder=embedder)
+    manager.indexer.sync()
+    if embedder is not None:
+        embedder.fail_with = EmbeddingError("HTTP 500")  # the silent fallback widens words too
+    found = manager.search("Where did I hike?", "alice")
+    assert [r.path for r in found] == ["memory/2026-11-20.md"]
+    assert found[0].vector_score is None and found[0].keyword_score is not None
+
+
+def test_with_vectors_the_keyword_side_keeps_words_as_written(workspace, make_manager) -> None:
+    _hiking_notes(workspace)
+    manager = make_manager()
+    manager.indexer.sync()
+    assert all(r.keyword_score is None for r in manager.search("hike", "alice", min_score=0.0))
+    hiking = manager.search("hiking", "alice")[0]
+    assert hiking.path == "memory/2026-11-20.md" and hiking.keyword_score is not None
