@@ -9,9 +9,10 @@ spelling does), and only the forms whose own stem is the word's are kept. "paint
 Most such forms are in no note ("paintes"): the keyword index looks all of a query's tokens up in
 one vocabulary query and leaves out those no chunk holds.
 
-With vectors the similarity already bridges word forms, and widening the keyword side there only
+With vectors the similarity already bridges word forms, and widening the keyword search there only
 adds weak matches (measured on LoCoMo and the bilingual set: see ``bench/README.md``), so a
-hybrid search keeps words as written. Only plain lowercase ASCII words of :data:`MIN_LENGTH` or
+hybrid search looks for words as written. How much of the question a found note holds counts the
+forms in either case (``memory.retrieval.querytext.coverage``). Only plain lowercase ASCII words of :data:`MIN_LENGTH` or
 more letters are widened: shorter words and numbers stand for themselves, and CJK text has no
 inflection. The index itself keeps words as written, so nothing is re-indexed.
 """

@@ -116,7 +116,7 @@ class Retriever:
         weights = self.keywords.term_weights(query_terms(words))
         widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
         for hit in self.keywords.search(words, scopes, depth, widen=widen):
-            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text, widen=widen)
+            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text)
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
             for chunk in self._window_chunks(window, scopes):

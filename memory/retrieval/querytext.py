@@ -69,15 +69,13 @@ def query_terms(words: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def coverage(weights: dict[str, float], text: str, *, widen: bool = False) -> float:
-    """The share of the question's terms that ``text`` holds (with ``widen``, in any of their
-    forms), each term weighted by how rare it is (``weights``: term → IDF); 1.0 when there are none."""
+def coverage(weights: dict[str, float], text: str) -> float:
+    """The share of the question's terms that ``text`` holds, each term weighted by how rare it is
+    (``weights``: term → IDF); 1.0 when there are none. A term counts in any of its regular forms
+    ("research" in "Researching adoption agencies"), with vectors too: the note was found by the
+    word as written or by its meaning, and this only says how much of the question it answers."""
     total = sum(weights.values())
     if total <= 0:
         return 1.0
     lowered = text.lower()
-
-    def holds(term: str) -> bool:
-        return any(form in lowered for form in forms(term)) if widen else term in lowered
-
-    return sum(weight for term, weight in weights.items() if holds(term)) / total
+    return sum(weight for term, weight in weights.items() if any(form in lowered for form in forms(term))) / total

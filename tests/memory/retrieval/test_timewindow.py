@@ -92,6 +92,14 @@ def test_keyword_evidence_is_the_share_of_the_question_a_note_holds() -> None:
     assert coverage({}, "anything") == 1.0
 
 
+def test_a_question_word_counts_in_its_other_forms() -> None:
+    """"What has Caroline researched?" is answered by "Researching adoption agencies": the keyword
+    index finds the note by the name, and the note holds the whole question."""
+    assert coverage({"caroline": 0.5, "researched": 2.0}, "- Caroline: Researching adoption agencies") == 1.0
+    assert coverage({"hike": 1.0, "studies": 1.0}, "Hiking, then a study break") == 1.0
+    assert coverage({"move": 1.0, "city": 1.0}, "we watched a movie in the city") == 0.5  # "movie" is not "move"
+
+
 @pytest.mark.parametrize(
     ("today", "question", "start", "end"),
     [
