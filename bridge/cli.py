@@ -130,17 +130,16 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
     from .console import ConsoleError, serve
+    from .stopping import until_stopped
 
     def started(url: str) -> None:
         print(f"membridge: memory console at {url} (sign in with console.token or console.admin_token; "
               "Ctrl-C stops it)", file=sys.stderr)
 
     try:
-        asyncio.run(serve(services, on_started=started))
+        asyncio.run(until_stopped(serve(services, on_started=started)))
     except ConsoleError as exc:
         raise CommandError(str(exc)) from None
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how the console is meant to stop
     return 0
 
 

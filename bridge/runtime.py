@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,6 +27,7 @@ from . import offload
 from .app import Services
 from .console import start_in_background
 from .logs import STATUS_LOGGER
+from .stopping import stop_on_signals
 
 log = logging.getLogger(__name__)
 status = logging.getLogger(STATUS_LOGGER)  # the start and stop lines of `membridge run`
@@ -191,10 +191,7 @@ class Bridge:
 
     async def run(self, *, timer: bool = True) -> None:
         """Start everything, wait for SIGINT/SIGTERM (or :meth:`request_stop`), then stop cleanly."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.request_stop)
+        stop_on_signals(self.request_stop)
         try:
             await self.start(timer=timer)
             await self._stopped.wait()

@@ -1,10 +1,9 @@
-"""The Redis client of a cluster role, and the stop signal every role waits on."""
+"""The Redis client of a cluster role, and how a role waits while watching for its stop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from typing import TYPE_CHECKING
 
 from ..config import ClusterSettings
@@ -34,14 +33,6 @@ def connect(settings: ClusterSettings) -> Redis:
         raise ValueError("the cluster roles need redis-py: pip install 'membridge[cluster]'") from None
     return Redis.from_url(settings.redis_url, decode_responses=True, socket_connect_timeout=2.0,
                           socket_timeout=BLOCK_MS / 1000 + 5.0)
-
-
-def stop_on_signals(stop: asyncio.Event) -> None:
-    """SIGINT and SIGTERM set ``stop``: a role then stops intake and finishes its work in flight."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
 
 
 async def wait_or_stop(stop: asyncio.Event, seconds: float) -> bool:

@@ -30,7 +30,8 @@ from ..config import AppConfig
 from ..logs import STATUS_LOGGER
 from ..runtime import build_channels
 from ..scopes import scope_for
-from .connection import UNAVAILABLE, connect, stop_on_signals, wait_or_stop
+from ..stopping import stop_on_signals
+from .connection import UNAVAILABLE, connect, wait_or_stop
 from .keys import FIELD, Keys, encode_message, shard_of
 from .leases import Leases, new_holder_id
 
@@ -154,7 +155,7 @@ async def run_receiver(services: Services) -> None:
     config = services.config.model_copy(deep=True)
     config.channels.terminal.enabled = False  # a terminal has one user at one machine: not a receiver's
     stop = asyncio.Event()
-    stop_on_signals(stop)
+    stop_on_signals(stop.set)
     redis = connect(config.cluster)
     receiver = Receiver(config, redis)
     channels = build_channels(Services(config), stop.set)

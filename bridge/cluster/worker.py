@@ -27,7 +27,8 @@ from ..app import Services
 from ..config import AppConfig
 from ..logs import STATUS_LOGGER
 from ..runtime import build_channels
-from .connection import UNAVAILABLE, connect, stop_on_signals, wait_or_stop
+from ..stopping import stop_on_signals
+from .connection import UNAVAILABLE, connect, wait_or_stop
 from .keys import Keys
 from .leases import Leases, new_holder_id
 from .shard import ShardRunner
@@ -179,7 +180,7 @@ async def run_worker(services: Services) -> None:
     config = services.config.model_copy(deep=True)
     config.channels.terminal.enabled = False  # answers go to Telegram or Slack, never to this terminal
     stop = asyncio.Event()
-    stop_on_signals(stop)
+    stop_on_signals(stop.set)
     redis = connect(config.cluster)
     channels = {channel.name: channel for channel in build_channels(Services(config), stop.set)}
     try:
