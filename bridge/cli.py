@@ -140,6 +140,8 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
         asyncio.run(until_stopped(serve(services, on_started=started)))
     except ConsoleError as exc:
         raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        pass  # Ctrl-C where the loop cannot take the signal itself (Windows): still how the console stops
     return 0
 
 

@@ -13,8 +13,9 @@ text such as ``NEAR(``, ``"``, ``*``, ``-`` or ``:`` cannot change the query's s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from .word_forms import forms
 
 # CJK ideographs, kana and hangul: scripts written without spaces between words.
 CJK_CHARS = (
@@ -85,15 +86,12 @@ class KeywordQuery:
         return " OR ".join(kept) or None
 
 
-#: A lowercase query word's forms to search for, the word itself first (:func:`memory.word_forms.forms`).
-Widen = Callable[[str], Sequence[str]]
-
-
-def _word_terms(token: str, widen: Widen | None) -> list[WordTerm]:
+def _word_terms(token: str, widen: bool) -> list[WordTerm]:
     """The terms for one query word. A CJK run of 3+ characters is unsegmented text ("我的猫叫什么
     名字"), not a word: it becomes its bigrams, each a term of its own so that a note sharing some
     of them matches, plus the whole run as a phrase so that a note holding all of it in order ranks
-    higher. With ``widen``, a plain word becomes each of its forms, so "painted" finds "painting"."""
+    higher. With ``widen``, a plain word becomes each of its forms (:func:`memory.word_forms.forms`),
+    so "painted" finds "painting"."""
     if _CJK_RUN_RE.fullmatch(token):
         if len(token) <= 2:  # one character, or one bigram: a single indexed token
             return [WordTerm(_quote(token), token)]
@@ -102,11 +100,11 @@ def _word_terms(token: str, widen: Widen | None) -> list[WordTerm]:
     lowered = token.lower()
     if not _PLAIN_TOKEN_RE.match(lowered):
         return [WordTerm(_quote(token), None)]
-    others = widen(lowered)[1:] if widen is not None else ()
+    others = forms(lowered)[1:] if widen else ()
     return [WordTerm(_quote(token), lowered), *(WordTerm(_quote(form), form) for form in others)]
 
 
-def build_query(query: str, widen: Widen | None = None) -> KeywordQuery:
+def build_query(query: str, *, widen: bool = False) -> KeywordQuery:
     """Turn free user text into safe FTS5 expressions (terms OR-ed, BM25 ranks by overlap); with
     ``widen``, each plain word is searched in all the forms it gives."""
     tokens = list(dict.fromkeys(_WORD_RE.findall(query)))

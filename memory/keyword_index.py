@@ -18,7 +18,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import word_forms
 from .database import rows_in
 from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
 from .storage import CHUNK_COLUMNS, KEYWORD_INDEXES, IndexStorage, StoredChunk, scope_tag, stored_chunk
@@ -106,7 +105,7 @@ class KeywordIndex:
         substrings of 3+ characters; LIKE catches 1-2 character pieces of words. With ``widen``
         the word index is asked for each English word's regular forms too (:mod:`.word_forms`).
         """
-        built = build_query(query, word_forms.forms if widen else None)
+        built = build_query(query, widen=widen)
         try:
             hits = self._search_chain(built, scopes, limit)
         except sqlite3.DatabaseError as exc:

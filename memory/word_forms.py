@@ -1,20 +1,19 @@
-"""Word forms for a search made of keywords alone: "hike" should find "hiking".
+"""A word's regular English forms: "hike" is also "hikes", "hiked" and "hiking".
 
-When a search has no vector side (``embedding.provider: none``, or the embedder failing), the
-keyword index is all there is, and it matches words as written. So each query word is widened to
-its regular English forms: the endings -s, -es, -ed, -ing, -e, -y, -ies and -ied are put on its
-Snowball stem (with a final "e", "i" or "y" dropped, or a final consonant doubled, as English
-spelling does), and only the forms whose own stem is the word's are kept. "painted" becomes
-``painted OR paint OR paints OR painting``; "move" gets "moving" but not "movie" (stem ``movi``).
-Most such forms are in no note ("paintes"): the keyword index looks all of a query's tokens up in
-one vocabulary query and leaves out those no chunk holds.
+Each word gets the endings -s, -es, -ed, -ing, -e, -y, -ies and -ied on its Snowball stem (with a
+final "e", "i" or "y" dropped, or a final consonant doubled, as English spelling does), and only
+the forms whose own stem is the word's are kept. "painted" becomes ``painted OR paint OR paints OR
+painting``; "move" gets "moving" but not "movie" (stem ``movi``). Only plain lowercase ASCII words
+of :data:`MIN_LENGTH` or more letters are widened: shorter words and numbers stand for themselves,
+and CJK text has no inflection. The index keeps words as written, so nothing is re-indexed.
 
-With vectors the similarity already bridges word forms, and widening the keyword search there only
-adds weak matches (measured on LoCoMo and the bilingual set: see ``bench/README.md``), so a
-hybrid search looks for words as written. How much of the question a found note holds counts the
-forms in either case (``memory.retrieval.querytext.coverage``). Only plain lowercase ASCII words of :data:`MIN_LENGTH` or
-more letters are widened: shorter words and numbers stand for themselves, and CJK text has no
-inflection. The index itself keeps words as written, so nothing is re-indexed.
+Two users. A search with no vector side (``embedding.provider: none``, or the embedder failing)
+asks the keyword index for every form, since the keyword index is all there is; most forms are
+in no note ("paintes"), and the index leaves those out after one vocabulary lookup. With vectors
+the similarity already bridges word forms and widening the keyword search only adds weak matches
+(measured on LoCoMo and the bilingual set: see ``bench/README.md``), so there the search looks for
+words as written. Either way, how much of the question a found note holds counts every form
+(``memory.retrieval.querytext.coverage``).
 """
 
 from __future__ import annotations
