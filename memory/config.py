@@ -95,6 +95,7 @@ class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
     keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    coverage_weight: float = Field(default=0.05, ge=0.0, le=1.0)
     half_life_days: float = Field(default=90.0, gt=0)
     recency_weight: float = Field(default=0.1, ge=0.0, le=1.0)
     now_recency_weight: float = Field(default=0.4, ge=0.0, le=1.0)

@@ -45,6 +45,7 @@ class _Candidates:
     vector: dict[str, float]  # raw cosine
     keyword: dict[str, float]
     hybrid: bool
+    weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
 
 
 class Retriever:
@@ -102,7 +103,7 @@ class Retriever:
     # ------------------------------------------------------------ candidates
     def _gather(self, query: str, scopes: Sequence[str], window: TimeWindow | None, depth: int) -> _Candidates:
         query_vector = self._query_vector(query)
-        found = _Candidates({}, {}, {}, hybrid=query_vector is not None)
+        found = _Candidates({}, {}, {}, hybrid=query_vector is not None, weights={})
         from_ram = False
         if query_vector is not None:
             try:
@@ -113,10 +114,10 @@ class Retriever:
             found.chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
             found.vector = {cid: sim for cid, sim in hits if cid in found.chunks}
         words = keyword_text(query, window.phrases if window else ())
-        weights = self.keywords.term_weights(query_terms(words))
+        found.weights = self.keywords.term_weights(query_terms(words))
         widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
         for hit in self.keywords.search(words, scopes, depth, widen=widen):
-            found.keyword[hit.chunk.id] = hit.score * coverage(weights, hit.chunk.text)
+            found.keyword[hit.chunk.id] = hit.score * coverage(found.weights, hit.chunk.text)
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
             for chunk in self._window_chunks(window, scopes):
@@ -202,11 +203,13 @@ class Retriever:
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         vector = None if cosine is None else scoring.rescale_similarity(cosine, floor)
         keyword = found.keyword.get(chunk.id)
+        share = coverage(found.weights, chunk.text)
         dated = scoring.file_date(chunk.scope, chunk.path)
         parts = scoring.ScoreParts(
             vector=vector,
             keyword=keyword,
-            relevance=scoring.relevance(self.settings, vector, keyword, found.hybrid),
+            coverage=share,
+            relevance=scoring.relevance(self.settings, vector, keyword, share, found.hybrid),
             recency=scoring.recency(self.settings, dated, today, about_now=about_now),
             time=1.0 + self.settings.time_weight if scoring.in_window(window, dated, chunk.text) else 1.0,
         )
@@ -220,6 +223,7 @@ class Retriever:
             scope=chunk.scope,
             vector_score=None if vector is None else round(vector, 6),
             keyword_score=None if keyword is None else round(keyword, 6),
+            coverage=round(share, 6),
             relevance=round(parts.relevance, 6),
             recency=round(parts.recency, 6),
             time_boost=round(parts.time, 6),

@@ -14,6 +14,7 @@ The vector side always sees the question as asked.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..keyword import CJK_CHARS, has_cjk
 from ..word_forms import forms
@@ -78,4 +79,12 @@ def coverage(weights: dict[str, float], text: str) -> float:
     if total <= 0:
         return 1.0
     lowered = text.lower()
-    return sum(weight for term, weight in weights.items() if any(form in lowered for form in forms(term))) / total
+    return sum(weight for term, weight in weights.items() if any(form in lowered for form in _needles(term))) / total
+
+
+@lru_cache(maxsize=4096)
+def _needles(term: str) -> tuple[str, ...]:
+    """The forms of ``term`` that a text must be searched for: a form holding a shorter one
+    ("studies" holds "studi") is found whenever that one is, so it is left out."""
+    every = forms(term)
+    return tuple(form for form in every if not any(other != form and other in form for other in every))

@@ -16,6 +16,7 @@ class SearchResult:
     scope: str
     vector_score: float | None = None
     keyword_score: float | None = None
+    coverage: float = 0.0
     relevance: float = 0.0
     recency: float = 1.0
     time_boost: float = 1.0

@@ -2,7 +2,8 @@
 
 Every candidate chunk gets visible parts and one final score::
 
-    relevance = vector_weight · v + keyword_weight · k      (k alone when there is no vector side)
+    relevance = vector_weight · v + keyword_weight · k + coverage_weight · c
+                                                            (k alone when there is no vector side)
     recency   = 1 − recency_weight · (1 − 2^(−age_days / half_life_days))
     time      = 1 + time_weight   if the question names a time window and the chunk is dated in it
     update    > 1 only for a newer note raised above an older one about the same thing (see below)
@@ -15,6 +16,10 @@ Every candidate chunk gets visible parts and one final score::
   (Chinese: bigrams) the chunk holds, each word weighted by its IDF; 0 otherwise. The share keeps a note that merely shares one
   word with the question (the best a note in the other language can do) from outranking the
   note that answers it by meaning.
+- ``c`` is that share on its own, for every candidate (the coverage): a note the vector side
+  found, which the keyword side's 40 did not reach, still gets credit for holding the question's
+  words, and of two notes equally close in meaning the one holding more of them comes first. Its
+  weight is small (0.05) because a note in the other language always has 0 here.
 - **Relevance leads.** Age only tips near-ties: ``recency`` falls from 1 (today) towards
   ``1 − recency_weight`` (default 0.9) and never below it, so a note from two years ago that
   answers the question keeps at least 90% of its score and still beats yesterday's loose match.
@@ -55,6 +60,7 @@ class ScoreParts:
 
     vector: float | None
     keyword: float | None
+    coverage: float
     relevance: float
     recency: float
     time: float
@@ -109,11 +115,15 @@ def in_window(window: TimeWindow | None, dated: date | None, text: str) -> bool:
     return any(window.contains(day) for day in dates_in_text(text))
 
 
-def relevance(settings: MemorySettings, vector: float | None, keyword: float | None, hybrid: bool) -> float:
+def relevance(settings: MemorySettings, vector: float | None, keyword: float | None, share: float, hybrid: bool) -> float:
     """The fused relevance of a chunk; a side that did not score it counts 0."""
     if not hybrid:
         return keyword or 0.0
-    return settings.vector_weight * (vector or 0.0) + settings.keyword_weight * (keyword or 0.0)
+    return (
+        settings.vector_weight * (vector or 0.0)
+        + settings.keyword_weight * (keyword or 0.0)
+        + settings.coverage_weight * share
+    )
 
 
 def rescale_similarity(cosine: float, floor: float) -> float:

@@ -163,10 +163,10 @@ def test_the_console_in_a_real_browser(browser: WebDriver, console_url: str, ser
     assert len(rows) == len(expected) == 2
     for row, result in zip(rows, expected, strict=True):
         cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-        assert cells[1:10] == [f"{result.score:.3f}", "—", f"{result.keyword_score:.3f}", f"{result.relevance:.3f}",
-                               f"{result.recency:.3f}", f"{result.time_boost:.3f}", f"{result.update_boost:.3f}",
-                               result.source, f"{result.path}:{result.start_line}-{result.end_line}"]
-        assert "Miso" in cells[10]
+        assert cells[1:11] == [f"{result.score:.3f}", "—", f"{result.keyword_score:.3f}", f"{result.coverage:.3f}",
+                               f"{result.relevance:.3f}", f"{result.recency:.3f}", f"{result.time_boost:.3f}",
+                               f"{result.update_boost:.3f}", result.source, f"{result.path}:{result.start_line}-{result.end_line}"]
+        assert "Miso" in cells[11]
     _shot(browser, "console-search.png")
 
     # The knowledge graph, drawn by the vendored Cytoscape.js.

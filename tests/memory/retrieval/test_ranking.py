@@ -172,3 +172,17 @@ def test_with_vectors_the_keyword_side_keeps_words_as_written(workspace, make_ma
     assert all(r.keyword_score is None for r in manager.search("hike", "alice", min_score=0.0))
     hiking = manager.search("hiking", "alice")[0]
     assert hiking.path == "memory/2026-11-20.md" and hiking.keyword_score is not None
+
+
+def test_the_share_of_the_questions_words_counts_for_every_candidate(workspace, make_manager) -> None:
+    # Both notes are as close in meaning (cosine 0.55); neither is a keyword hit, since with
+    # vectors the keyword side looks for "study" as written. The note holding it in another form
+    # covers the whole question and comes first, although the other note is a day newer.
+    write(workspace, "alice", "memory/2026-11-20.md", "## 18:30 notes\n- Bob: we studied the adoption rules all week\n")
+    write(workspace, "alice", "memory/2026-11-21.md", "## 18:30 notes\n- Bob: planning a trip to the coast all week\n")
+    first, second = make_manager(embedder=ChosenCosines()).search("what did I study?", "alice")
+    assert (first.path, second.path) == ("memory/2026-11-20.md", "memory/2026-11-21.md")
+    assert first.keyword_score is None and second.keyword_score is None
+    assert (first.coverage, second.coverage) == (1.0, 0.0)
+    assert first.relevance == pytest.approx(0.7 * 0.55 + 0.05, abs=1e-3)
+    assert second.relevance == pytest.approx(0.7 * 0.55, abs=1e-3)
