@@ -4,9 +4,9 @@
 minutes, this script gathers each question's candidates once through the retriever's own steps
 (the same pool, vector and keyword scores, recency, time windows, update rule and passages that
 ``Retriever.search`` uses), then ranks them under each variant below. The ``base`` variant
-reproduces ``Retriever.search`` exactly (checked against ``bench/eval_locomo.py``: 0.8816 / 0.7850
-and 0.8632 / 0.7586 on 2026-12-06), and ``chunks (before)`` the rule before passages (0.8632 /
-0.7220 and 0.8408 / 0.7009), so a difference is the variant's. It reaches into the retriever's
+reproduces ``Retriever.search`` exactly (checked against ``bench/eval_locomo.py``: 0.8934 / 0.7959
+and 0.8724 / 0.7681 on 2026-12-06, session 13), and ``chunks (before)`` the rule before passages
+(chunks as ranked, repeats skipped, no budget), so a difference is the variant's. It reaches into the retriever's
 private steps on purpose: it is a measuring tool, not a user of the memory package.
 
     .venv/bin/python bench/eval_locomo.py --label base --workdir /tmp/lm-base --fresh
@@ -16,7 +16,6 @@ private steps on purpose: it is a measuring tool, not a user of the memory packa
 from __future__ import annotations
 
 import argparse
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,31 +28,15 @@ from memory.retrieval import engine, passages, querytext
 from memory.retrieval.result import SearchResult
 from memory.retrieval.timewindow import asks_about_now, find_window
 
-KeywordRule = Callable[[float, dict[str, float], str], float]  # (bm25 score, term IDFs, text) -> keyword score
 Ranked = list[tuple[str, SearchResult]]
 
 
 @dataclass(frozen=True)
 class Variant:
-    keyword: KeywordRule
     rescore: Callable[[Ranked], None] | None = None  # changes scores in place, before the update rule
     chars_per_result: int | None = None  # the passages' budget per result; None: memory.chunk_max_chars
     joins: bool = True  # False: the rule before passages (chunks as they are, repeats skipped, no budget)
     trims: bool = False  # True: a passage too long for the rest of the budget is cut, not skipped
-
-
-def chunk_coverage(bm25: float, weights: dict[str, float], text: str) -> float:
-    """The default: BM25 times the IDF-weighted share of the question's terms the chunk holds."""
-    return bm25 * querytext.coverage(weights, text)
-
-
-def best_line_coverage(share: float) -> KeywordRule:
-    """Coverage mixed with the best single line's: terms found together on one line count more."""
-    def rule(bm25: float, weights: dict[str, float], text: str) -> float:
-        lines = [line for line in text.split("\n") if line.strip()]
-        best = max((querytext.coverage(weights, line) for line in lines), default=0.0)
-        return bm25 * ((1 - share) * querytext.coverage(weights, text) + share * best)
-    return rule
 
 
 def file_neighbours(beta: float) -> Callable[[Ranked], None]:
@@ -73,7 +56,8 @@ def vector_power(power: float) -> Callable[[Ranked], None]:
     """Relevance with the similarity raised to ``power`` (sharper or flatter vector side)."""
     def rescore(ranked: Ranked) -> None:
         for _, result in ranked:
-            relevance = 0.7 * (result.vector_score or 0.0) ** power + 0.3 * (result.keyword_score or 0.0)
+            relevance = (0.7 * (result.vector_score or 0.0) ** power + 0.3 * (result.keyword_score or 0.0)
+                         + 0.05 * result.coverage)
             result.score = relevance * result.recency * result.time_boost
     return rescore
 
@@ -89,7 +73,8 @@ def min_max_fusion(weight: float) -> Callable[[Ranked], None]:
         vector = scaled([r.vector_score for _, r in ranked])
         keyword = scaled([r.keyword_score for _, r in ranked])
         for _, result in ranked:
-            relevance = weight * vector(result.vector_score) + (1 - weight) * keyword(result.keyword_score)
+            relevance = (weight * vector(result.vector_score) + (1 - weight) * keyword(result.keyword_score)
+                         + 0.05 * result.coverage)
             result.score = relevance * result.recency * result.time_boost
     return rescore
 
@@ -148,16 +133,16 @@ def chunks_only(ranked: list[SearchResult], limit: int) -> list[SearchResult]:
 
 
 VARIANTS = {
-    "base": Variant(chunk_coverage),
-    "chunks (before)": Variant(chunk_coverage, joins=False),
-    "budget 700": Variant(chunk_coverage, chars_per_result=700),
-    "budget 760": Variant(chunk_coverage, chars_per_result=760),
-    "budget 800": Variant(chunk_coverage, chars_per_result=800),
-    "file prior 0.1": Variant(chunk_coverage, file_neighbours(0.1)),
-    "vector ^0.75": Variant(chunk_coverage, vector_power(0.75)),
-    "min-max 0.6": Variant(chunk_coverage, min_max_fusion(0.6)),
-    "min-max 0.7": Variant(chunk_coverage, min_max_fusion(0.7)),
-    "trim the last": Variant(chunk_coverage, trims=True),
+    "base": Variant(),
+    "chunks (before)": Variant(joins=False),
+    "budget 700": Variant(chars_per_result=700),
+    "budget 760": Variant(chars_per_result=760),
+    "budget 800": Variant(chars_per_result=800),
+    "file prior 0.1": Variant(file_neighbours(0.1)),
+    "vector ^0.75": Variant(vector_power(0.75)),
+    "min-max 0.6": Variant(min_max_fusion(0.6)),
+    "min-max 0.7": Variant(min_max_fusion(0.7)),
+    "trim the last": Variant(trims=True),
 }
 
 
@@ -165,28 +150,20 @@ VARIANTS = {
 @dataclass
 class Candidates:
     found: Any  # engine._Candidates
-    bm25: dict[str, float]
-    weights: dict[str, float]
     window: Any
     about_now: bool
 
 
 def gather(retriever: engine.Retriever, query: str, scopes: list[str]) -> Candidates:
-    """The candidates ``Retriever.search`` scores, with each keyword hit's BM25 score kept apart."""
+    """The candidates ``Retriever.search`` scores."""
     window = find_window(query, retriever._today())
-    depth = max(retriever.settings.candidates, LIMIT * 4)
-    found = retriever._gather(query, scopes, window, depth)
-    words = querytext.keyword_text(query, window.phrases if window else ())
-    weights = retriever.keywords.term_weights(querytext.query_terms(words))
-    bm25 = {hit.chunk.id: hit.score for hit in retriever.keywords.search(words, scopes, depth)}
-    return Candidates(found, bm25, weights, window, asks_about_now(query))
+    found = retriever._gather(query, scopes, window, max(retriever.settings.candidates, LIMIT * 4))
+    return Candidates(found, window, asks_about_now(query))
 
 
 def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: int) -> list[SearchResult]:
     """``Retriever.search``'s steps over the gathered candidates, with the variant's rules."""
-    found = copy.copy(c.found)
-    found.keyword = {cid: variant.keyword(score, c.weights, found.chunks[cid].text)
-                     for cid, score in c.bm25.items() if cid in found.chunks}
+    found = c.found
     today = retriever._today()
     ranked = [(cid, retriever._result(chunk, found, c.window, today, c.about_now)) for cid, chunk in found.chunks.items()]
     ranked = [(cid, r) for cid, r in ranked if r.score > 0 and engine._wanted(r, retriever.settings.min_score)]
@@ -198,7 +175,7 @@ def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: in
         return chunks_only(ordered, limit)
     budget = limit * (variant.chars_per_result or retriever.settings.chunk_max_chars)
     if variant.trims:
-        return assemble_trimming(ordered, limit, budget, c.weights)
+        return assemble_trimming(ordered, limit, budget, c.found.weights)
     return passages.assemble(ordered, limit, budget)
 
 

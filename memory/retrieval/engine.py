@@ -43,7 +43,7 @@ WINDOW_CANDIDATES = 200
 class _Candidates:
     chunks: dict[str, StoredChunk]
     vector: dict[str, float]  # raw cosine
-    keyword: dict[str, float]
+    bm25: dict[str, float]  # the keyword side's score in (0, 1], before the share of the question
     hybrid: bool
     weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
 
@@ -117,7 +117,7 @@ class Retriever:
         found.weights = self.keywords.term_weights(query_terms(words))
         widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
         for hit in self.keywords.search(words, scopes, depth, widen=widen):
-            found.keyword[hit.chunk.id] = hit.score * coverage(found.weights, hit.chunk.text)
+            found.bm25[hit.chunk.id] = hit.score
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
             for chunk in self._window_chunks(window, scopes):
@@ -202,8 +202,9 @@ class Retriever:
         cosine = found.vector.get(chunk.id)
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         vector = None if cosine is None else scoring.rescale_similarity(cosine, floor)
-        keyword = found.keyword.get(chunk.id)
         share = coverage(found.weights, chunk.text)
+        bm25 = found.bm25.get(chunk.id)
+        keyword = None if bm25 is None else bm25 * share
         dated = scoring.file_date(chunk.scope, chunk.path)
         parts = scoring.ScoreParts(
             vector=vector,
