@@ -1,6 +1,6 @@
 """Bilingual (English + Chinese) retrieval evaluation over one person's long memory.
 
-    .venv/bin/python bench/eval_bilingual.py [--fresh] [--set memory.half_life_days=90] [--label L]
+    .venv/bin/python bench/eval_bilingual.py [--data PATH] [--check] [--fresh] [--set memory.half_life_days=90] [--label L]
 
 Data: ``bench/data/bilingual.json``, written for membridge (every note and question is original):
 one person's memory in one scope (``terminal-eval``, ``memory.scope: user``): a small MEMORY.md and
@@ -23,6 +23,13 @@ text is chunked). Figures: recall@5 (a question is found when one of its answer 
 and MRR over the 5, overall, per kind and per question language; for ``update`` questions also the
 share where the newer note ranks above the older one ("older absent from the top 5" counts as
 above; a tie, both in one chunk, does not).
+
+``--data bench/data/bilingual_lists.json`` runs the set of list-shaped days (issue 38): another
+person, 15-18 unrelated notes a day, exact, paraphrase and crosslingual questions only. A set
+holding ``"strict_words": true`` is checked before anything runs (:mod:`shared_words`): a
+paraphrase or crosslingual question sharing a key word with an answer, or an exact question
+sharing none, is printed and the script exits with status 1 (``--check`` runs only this). A
+set's results and default work folder are named after its file: ``bilingual-lists-<date>-<label>.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import evalkit
+import shared_words
 from evalkit import Searcher, summarise
 
 DATA = Path(__file__).resolve().parent / "data" / "bilingual.json"
@@ -200,13 +208,13 @@ def ordering(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def figures(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, Any]:
     def of(pick: Any) -> dict[str, Any]:
         return summarise(evalkit.tally_of(r for r in rows if pick(r)))
 
     return {
         "all": of(lambda r: True),
-        "by_kind": {k: of(lambda r, k=k: r["kind"] == k) for k in KINDS},
+        "by_kind": {k: of(lambda r, k=k: r["kind"] == k) for k in kinds},
         "by_lang": {lang: of(lambda r, lang=lang: r["lang"] == lang) for lang in ("en", "zh")},
         "crosslingual": {"zh->en": of(lambda r: r["kind"] == "crosslingual" and r["lang"] == "zh"),
                          "en->zh": of(lambda r: r["kind"] == "crosslingual" and r["lang"] == "en")},
@@ -219,6 +227,8 @@ def print_figures(fig: dict[str, Any]) -> None:
             *(("question in " + k, v) for k, v in fig["by_lang"].items()), ("all", fig["all"])]
     print("\n" + evalkit.table(f"bilingual, recall@{evalkit.LIMIT} (hit@5) and MRR", rows))
     o = fig["update_ordering"]
+    if not o["pairs"]:
+        return
     print(f"  update pairs, newer ranked above older: {o['newer_above_older']}/{o['pairs']} ({o['share']:.0%}); "
           f"older absent {o['older_absent']} (both absent {o['both_absent']}), older above or tied {o['older_above_or_tie']}")
 
@@ -226,12 +236,41 @@ def print_figures(fig: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------- main
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/membridge-eval/bilingual"))
+    parser.add_argument("--data", type=Path, default=DATA, help="the question set (default: %(default)s)")
+    parser.add_argument("--check", action="store_true", help="check the set's questions against its notes, then stop")
+    parser.add_argument("--workdir", type=Path, help="default: /tmp/membridge-eval/<the set's name>")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY.PATH=VALUE")
     parser.add_argument("--fresh", action="store_true", help="delete the workdir first")
     parser.add_argument("--label", default="run")
     return parser.parse_args()
+
+
+def set_name(path: Path) -> str:
+    """``bilingual_lists.json`` -> ``bilingual-lists``: the prefix of the set's results and work folder."""
+    return path.stem.replace("_", "-")
+
+
+def set_kinds(data: dict[str, Any]) -> tuple[str, ...]:
+    """The kinds the set's questions use, in :data:`KINDS` order; an unknown kind stops the run."""
+    unknown = [f"{q['id']}: {q['kind']!r}" for q in data["questions"] if q["kind"] not in KINDS]
+    if unknown:
+        raise SystemExit(f"unknown question kinds ({', '.join(unknown)}); known: {', '.join(KINDS)}")
+    used = {q["kind"] for q in data["questions"]}
+    return tuple(k for k in KINDS if k in used)
+
+
+def words_ok(data: dict[str, Any]) -> bool:
+    """Hold the set to its key-word promise (:mod:`shared_words`): every broken one is printed;
+    False when the set promises (``strict_words``) and breaks it."""
+    problems = shared_words.problems(data)
+    lured, checked = shared_words.distractor_share(data)
+    strict = bool(data.get("strict_words"))
+    for problem in problems if strict else ():
+        print(f"error: {problem}")
+    print(f"key words: {len(problems)} of {len(data['questions'])} questions break the set's promise"
+          f"{'' if strict else ' (not enforced: the set does not hold strict_words)'}; "
+          f"{lured} of {checked} paraphrase and crosslingual questions share a key word with another note")
+    return not (strict and problems)
 
 
 def main() -> int:
@@ -240,11 +279,17 @@ def main() -> int:
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if not data["scope"].startswith("terminal-"):
         raise SystemExit("the data's scope must be terminal-<user>: the CLI's default scope")
+    kinds = set_kinds(data)
+    if not words_ok(data):
+        return 1
     fixed = {"memory": {"scope": "user"}, "channels": {"terminal": {"user": data["scope"].removeprefix("terminal-")}}}
     layout = materialise(data, today)
     for problem in check_questions(data, layout, today):
         print(f"warning: {problem}")
-    workdir = evalkit.prepare_workdir(args.workdir, args.fresh)
+    if args.check:
+        return 0
+    name = set_name(args.data)
+    workdir = evalkit.prepare_workdir(args.workdir or Path("/tmp/membridge-eval") / name, args.fresh)
     write_workspace(data, layout, workdir / "workspace")
     config = evalkit.write_config(workdir / "config.yaml", workdir / "workspace", fixed, evalkit.parse_sets(args.sets))
     run = evalkit.run_sync(config)
@@ -256,9 +301,9 @@ def main() -> int:
         questions = [fill(q["q"], today) for q in data["questions"]]
         evalkit.check_cli_equivalence(searcher, [questions[0], questions[len(questions) // 2], questions[-1]])
         rows = evaluate(searcher, data, layout, today)
-    fig = figures(rows)
+    fig = figures(rows, kinds)
     print_figures(fig)
-    path = evalkit.write_results("bilingual", args.label, {
+    path = evalkit.write_results(name, args.label, {
         "args": {k: str(v) for k, v in vars(args).items()}, "today": today.isoformat(),
         "sync_seconds": round(run.seconds, 2), "sync_report": run.report, "figures": fig, "questions": rows,
     })
