@@ -4,8 +4,9 @@ A paraphrase (same language, other words) or crosslingual question (the other la
 whether search finds a note by meaning; if it shares a key word with its answer, the keyword side
 finds the note and the question measures nothing of the kind. :func:`problems` holds a data set to
 that promise before it is evaluated, and to its opposite for ``exact`` questions (they must share
-a key word), and checks each question's language against its answers' (same for a paraphrase,
-different for a crosslingual question).
+a key word); it checks each question's language against its answers' (same for a paraphrase,
+different for a crosslingual question), and that no other note of an answer's day shares a key
+word with the question (a result shows a day's notes together, so that note would find it).
 
 Key words: English words lowercased and reduced to their Snowball stem (PyStemmer, as
 ``memory/word_forms.py`` uses), less a small list of words that say nothing about a note
@@ -69,6 +70,21 @@ def _one(question: dict[str, Any], notes: dict[str, str]) -> Iterable[str]:
                     for a in question["answers"] if (language(text) != language(notes[a])) != crossing)
 
 
+def _day_lures(question: dict[str, Any], days: list[dict[str, Any]]) -> Iterable[str]:
+    """A checked question whose words lead to another note of its answer's day: search returns a
+    day's notes together (a chunk, or an entry with its neighbours), so that note would find the
+    answer by the keyword side and the question would not measure meaning."""
+    if question["kind"] not in CHECKED_KINDS:
+        return
+    asked = key_words(question["q"])
+    answer_days = {b["day"] for b in days for n in b["notes"] if n["id"] in question["answers"]}
+    for note in (n for b in days if b["day"] in answer_days for n in b["notes"]):
+        shared = asked & key_words(note["text"])
+        if shared and note["id"] not in question["answers"]:
+            yield (f"{question['id']} ({question['kind']}) {question['q']!r} shares {sorted(shared)} with "
+                   f"{note['id']}, on its answer's day: {note['text']!r}")
+
+
 def note_texts(data: dict[str, Any]) -> dict[str, str]:
     """Every note's text by id: MEMORY.md lines and daily notes."""
     notes = {m["id"]: m["text"] for m in data["memory_md"]}
@@ -79,7 +95,7 @@ def note_texts(data: dict[str, Any]) -> dict[str, str]:
 def problems(data: dict[str, Any]) -> list[str]:
     """One line per broken promise (see the module's docstring); empty when the set keeps them all."""
     notes = note_texts(data)
-    return [line for q in data["questions"] for line in _one(q, notes)]
+    return [line for q in data["questions"] for line in (*_one(q, notes), *_day_lures(q, data["days"]))]
 
 
 def distractor_share(data: dict[str, Any]) -> tuple[int, int]:
