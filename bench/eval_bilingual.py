@@ -25,7 +25,7 @@ share where the newer note ranks above the older one ("older absent from the top
 above; a tie, both in one chunk, does not).
 
 ``--data bench/data/bilingual_lists.json`` runs the set of list-shaped days (issue 38): another
-person, 15-19 unrelated notes a day, exact, paraphrase and crosslingual questions only. A set
+person, 15-26 unrelated notes a day, exact, paraphrase and crosslingual questions only. A set
 holding ``"strict_words": true`` is checked before anything runs (:mod:`shared_words`): a
 paraphrase or crosslingual question sharing a key word with an answer, or an exact question
 sharing none, is printed and the script exits with status 1 (``--check`` runs only this). A
