@@ -32,7 +32,8 @@ def config_secrets(config: AppConfig) -> list[str]:
     """Every secret value in the configuration (tokens, keys, signing secrets)."""
     channels = config.channels
     values = [
-        config.llm.api_key, config.embedding.api_key, channels.telegram.token, channels.telegram.secret_token,
+        config.llm.api_key, config.embedding.api_key, config.memory.rerank.api_key,
+        channels.telegram.token, channels.telegram.secret_token,
         channels.slack.bot_token, channels.slack.app_token, channels.slack.signing_secret,
         config.console.token, config.console.admin_token,
     ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
-    from .config import DreamSettings, EmbeddingSettings, MemorySettings, StrictSettings
+    from .config import DreamSettings, EmbeddingSettings, MemorySettings, RerankSettings, StrictSettings
     from .conversations import ConversationStore, FlushJob, StoredMessage, session_id
     from .database import Database
     from .dream import DeepDream, DreamResult
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .manager import IndexCheck, MemoryManager
     from .memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .portability import Portability, PortabilityError, TransferReport
+    from .rerank import Reranker, make_reranker, reranked_order
     from .retrieval.result import SearchResult
     from .scopes import (
         DAILY_DIR,
@@ -58,6 +59,7 @@ _HOMES = {
     "DreamSettings": "config",
     "EmbeddingSettings": "config",
     "MemorySettings": "config",
+    "RerankSettings": "config",
     "StrictSettings": "config",
     "ConversationStore": "conversations",
     "FlushJob": "conversations",
@@ -96,6 +98,9 @@ _HOMES = {
     "Portability": "portability",
     "PortabilityError": "portability",
     "TransferReport": "portability",
+    "Reranker": "rerank",
+    "make_reranker": "rerank",
+    "reranked_order": "rerank",
     "SearchResult": "retrieval.result",
     "DAILY_DIR": "scopes",
     "GLOBAL_SCOPE": "scopes",
@@ -146,6 +151,8 @@ __all__ = [
     "OpenAIEmbedding",
     "Portability",
     "PortabilityError",
+    "RerankSettings",
+    "Reranker",
     "ScopeError",
     "SearchResult",
     "StoredMessage",
@@ -165,7 +172,9 @@ __all__ = [
     "count_cjk",
     "count_entries",
     "make_embedder",
+    "make_reranker",
     "pending_forget_jobs",
+    "reranked_order",
     "session_id",
     "unified_diff",
     "validate_scope",

@@ -91,6 +91,24 @@ def is_uri(location: str) -> bool:
     return _URI_RE.match(location) is not None
 
 
+class RerankSettings(StrictSettings):
+    """An optional cross-encoder behind the ``/rerank`` HTTP contract (Cohere, Jina, TEI, Infinity,
+    vLLM); ``base_url`` None (the default) leaves it off. See :mod:`memory.rerank`."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str = ""
+    top_n: int = Field(default=20, ge=1, le=200)
+    timeout_s: float = Field(default=3.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http:// or https:// URL (the part before /rerank), got {value!r}")
+        return value
+
+
 class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -112,3 +130,4 @@ class MemorySettings(StrictSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)
     vectors: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
