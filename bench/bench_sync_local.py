@@ -11,8 +11,8 @@ overlap lines), then times, alternately, ``--rounds`` times each, two fresh proc
 
 * **embedder alone** (this script's internal ``_embed`` command): read every file the sync
   indexes, in the sync's walk order, chunk it with ``memory.chunker.chunk_text`` (800 / 2), keep one
-  text per sha256 as the sync does, sort them by length as the sync's ``_embed`` does (so the
-  batches are the sync's own) and embed their ``embedding_text`` with ``LocalEmbedding`` in batches
+  entry text per sha256 as the sync does (:mod:`memory.entries`), sort them by length as the sync's
+  ``_embed`` does (so the batches are the sync's own) and embed them with ``LocalEmbedding`` in batches
   of its ``max_batch``; model load included (timed apart, with a one-word call);
 * **sync**: ``membridge --config <cfg> memory sync --json`` on a fresh index (``index.db*`` and
   ``vectors/`` deleted first), from process start until it exits (trigram index filled: the CLI
@@ -83,8 +83,10 @@ def _walk(top: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: fro
 
 
 def unique_texts(root: Path, max_chars: int, overlap: int) -> tuple[int, int, dict[str, str]]:
-    """(files, chunks, text by sha256 in first-seen order), chunked as the sync chunks."""
+    """(files, chunks, embedded text by sha256 in first-seen order): every entry of every chunk,
+    chunked and split as the sync does (an entry two chunks share is one text)."""
     from memory.chunker import chunk_text
+    from memory.entries import chunk_entries
     from memory.files import read_text
 
     files = chunks = 0
@@ -93,20 +95,19 @@ def unique_texts(root: Path, max_chars: int, overlap: int) -> tuple[int, int, di
         files += 1
         for chunk in chunk_text(read_text(path), scope="s", path=path.name, max_chars=max_chars, overlap_lines=overlap):
             chunks += 1
-            texts.setdefault(chunk.text_hash, chunk.text)
+            for entry in chunk_entries(chunk):
+                texts.setdefault(entry.text_hash, entry.embedded_text)
     return files, chunks, texts
 
 
 def embed_child(args: argparse.Namespace) -> int:
     """``_embed``: chunk, dedupe, (sort,) embed; print the phase times as JSON."""
     started = time.perf_counter()
-    from memory.chunker import embedding_text
     from memory.embedding import LocalEmbedding
 
     imported = time.perf_counter()
     files, chunks, texts = unique_texts(Path(args.workspace), args.max_chars, args.overlap)
     ordered = sorted(texts.values(), key=len) if args.order == "length" else list(texts.values())
-    ordered = [embedding_text(text) for text in ordered]  # what the sync hands the model
     chunked = time.perf_counter()
     embedder = LocalEmbedding(batch_size=args.batch)
     embedder.embed(["load"])  # the model loads on first use: timed apart from the texts

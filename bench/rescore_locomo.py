@@ -169,7 +169,7 @@ def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: in
     ranked = [(cid, r) for cid, r in ranked if r.score > 0 and engine._wanted(r, retriever.settings.min_score)]
     if variant.rescore is not None:
         variant.rescore(ranked)
-    retriever._order(ranked, found.chunks, promote=c.about_now and found.hybrid)
+    retriever._order(ranked, found, promote=c.about_now and found.hybrid)
     ordered = [r for _, r in ranked]
     if not variant.joins:
         return chunks_only(ordered, limit)

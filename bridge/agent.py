@@ -1,6 +1,7 @@
 """One turn: an incoming message in, one reply out, with memory read and written on the way.
 
-1. the system prompt is rebuilt from disk (persona, the scope's MEMORY.md, memory rules);
+1. the system prompt is rebuilt from disk (persona, the scope's MEMORY.md, memory rules), with
+   the notes of the scope's memory that the message calls to mind (auto-recall);
 2. the session's visible history is loaded from the conversation store;
 3. the LLM and the tools go back and forth, at most ``agent.max_steps`` times;
 4. every new message is stored as it happens (the user's first, so an LLM failure loses nothing);
@@ -23,7 +24,7 @@ from functools import partial
 from typing import Protocol
 
 from channels import IncomingMessage, Reply
-from memory import ConversationStore, MemoryManager
+from memory import ConversationStore, MemoryManager, Recalled
 
 from . import offload
 from .config import AgentSettings, ContextSettings
@@ -138,8 +139,9 @@ class Agent:
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         turn = TurnInFlight(who, message.dedupe_key, user_seq)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
-        system = await offload.run(
-            self.prompt.build, PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
+        recalled = await self._recall(turn, message.text)
+        system = await offload.run(self.prompt.build, PromptContext(
+            who.scope, message.channel, message.chat_type, message.user_name, now, recalled))
         try:
             try:
                 text = await self._converse(turn, ctx, system, images)
@@ -155,6 +157,19 @@ class Agent:
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         await self.sessions.trim(who.session_id)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
+
+    async def _recall(self, turn: TurnInFlight, text: str) -> tuple[Recalled, ...]:
+        """Auto-recall for this turn, recorded for the console; a failure costs the turn only the
+        recalled notes (one log line), never its answer."""
+        try:
+            recalled = tuple(await offload.run(self.memory.recall, text, turn.who.scope))
+            if recalled:
+                await offload.run(self.memory.recalls.record, turn.who.session_id, turn.user_seq, turn.who.scope,
+                                  [r.to_dict() for r in recalled])
+        except Exception as exc:
+            log.warning("auto-recall failed for session %s, answering without it: %s", turn.who.session_id, exc)
+            return ()
+        return recalled
 
     async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> int | None:
         """Store the user's message, unless an earlier delivery of it already did (with a journal);

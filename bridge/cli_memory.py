@@ -50,8 +50,9 @@ def cmd_memory_search(services: Services, args: argparse.Namespace) -> int:
     if not results:
         print(f"no memory matches {args.query!r} in scope {scope}")
     for r in results:
-        print(f"{r.score:.3f}  {r.path}:{r.start_line}-{r.end_line}  [{r.source}]")
-        for line in r.text.splitlines()[:6]:
+        dated = f"  {r.date}" if r.date else ""
+        print(f"{r.score:.3f}  {r.where}{dated}  [{r.source}]" + ("  (weak match)" if r.weak else ""))
+        for line in r.excerpt().splitlines():
             print(f"    {line}")
     return 0
 

@@ -85,5 +85,6 @@ def _describe(tool: str, output: str) -> str:
     for number, hit in enumerate(results[:SHOWN_RESULTS], 1):
         snippet = " ".join(str(hit["text"]).split())
         snippet = snippet if len(snippet) <= SNIPPET_CHARS else snippet[: SNIPPET_CHARS - 1] + "…"
-        lines.append(f"{number}. {snippet} ({hit['path']}:{hit['start_line']}, score {hit['score']:.2f})")
+        when = f"{hit['date']}, " if hit.get("date") else ""
+        lines.append(f"{number}. {snippet} ({when}{hit['path']}:{hit['line']}, score {hit['score']:.2f})")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError
+from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError, SearchResult
 
 from . import offload
 
@@ -73,10 +73,25 @@ def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int)
     return int(value)
 
 
+#: How much of one search result a tool result holds: its matching notes.
+SHOWN_CHARS = 1500
+
+
+def _shown(result: SearchResult) -> dict[str, Any]:
+    """A search result as the model sees it: where, when, how well, and the notes that matched."""
+    shown: dict[str, Any] = {"path": result.path, "line": result.line,
+                             "date": result.date, "score": round(result.score, 3), "source": result.source,
+                             "text": result.excerpt(SHOWN_CHARS)}
+    if result.weak:
+        shown["weak"] = True
+    return shown
+
+
 class MemorySearch(Tool):
     name = "memory_search"
     description = ("Search this conversation's long-term memory, daily notes and the knowledge base by meaning "
-                   "and keywords. Returns the best matching passages with their file and line numbers.")
+                   "and keywords, in any language. Returns the notes that match best, with their date, file and "
+                   "line numbers (read around them with memory_get); 'weak' marks a loose match.")
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {
         "query": {"type": "string", "description": "keywords or a short question"},
         "limit": {"type": "integer", "description": "most results (1-20)", "default": 6}}, "required": ["query"]}
@@ -90,9 +105,7 @@ class MemorySearch(Tool):
         results = await offload.run(self.memory.search, query, ctx.scope, limit=limit)
         if not results:
             return json.dumps({"results": [], "note": "nothing found; try other words or read recent daily memory"})
-        return json.dumps({"results": [
-            {"path": r.path, "start_line": r.start_line, "end_line": r.end_line, "score": round(r.score, 3),
-             "source": r.source, "text": r.text[:1500]} for r in results]}, ensure_ascii=False)
+        return json.dumps({"results": [_shown(r) for r in results]}, ensure_ascii=False)
 
 
 class MemoryGet(Tool):
@@ -147,8 +160,7 @@ class KnowledgeSearch(Tool):
         limit = _int_arg(args, "limit", 5, 1, 20)
         results = await offload.run(self.memory.search, query, ctx.scope, limit=limit * 3)
         hits = [r for r in results if r.source == "knowledge"][:limit]
-        return json.dumps({"results": [{"path": r.path, "start_line": r.start_line, "score": round(r.score, 3),
-                                        "text": r.text[:1500]} for r in hits]}, ensure_ascii=False)
+        return json.dumps({"results": [_shown(r) for r in hits]}, ensure_ascii=False)
 
 
 class KnowledgeRead(Tool):

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from .memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .portability import Portability, PortabilityError, TransferReport
     from .rerank import Reranker, make_reranker, reranked_order
-    from .retrieval.result import SearchResult
+    from .retrieval.recall import Recalled
+    from .retrieval.result import Match, SearchResult
     from .scopes import (
         DAILY_DIR,
         GLOBAL_SCOPE,
@@ -102,6 +103,8 @@ _HOMES = {
     "make_reranker": "rerank",
     "reranked_order": "rerank",
     "SearchResult": "retrieval.result",
+    "Match": "retrieval.result",
+    "Recalled": "retrieval.recall",
     "DAILY_DIR": "scopes",
     "GLOBAL_SCOPE": "scopes",
     "KNOWLEDGE_DIR": "scopes",
@@ -143,6 +146,7 @@ __all__ = [
     "KnowledgeService",
     "LanceDBBackend",
     "LocalEmbedding",
+    "Match",
     "MemoryFile",
     "MemoryManager",
     "MemoryPathError",
@@ -151,6 +155,7 @@ __all__ = [
     "OpenAIEmbedding",
     "Portability",
     "PortabilityError",
+    "Recalled",
     "RerankSettings",
     "Reranker",
     "ScopeError",

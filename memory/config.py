@@ -109,6 +109,15 @@ class RerankSettings(StrictSettings):
         return value
 
 
+class AutoRecallSettings(StrictSettings):
+    """What is searched and put before the model by itself each turn (memory.retrieval.recall)."""
+
+    enabled: bool = True
+    max_chars: int = Field(default=1500, ge=100, le=20000)
+    min_relevance: float = Field(default=0.3, ge=0.0, le=1.0)
+    max_results: int = Field(default=5, ge=1, le=20)
+
+
 class MemorySettings(StrictSettings):
     scope: Literal["user", "global"] = "user"
     vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -120,6 +129,7 @@ class MemorySettings(StrictSettings):
     time_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     candidates: int = Field(default=40, ge=1, le=1000)
     min_score: float = Field(default=0.1, ge=0.0, le=1.0)
+    weak_below: float = Field(default=0.25, ge=0.0, le=1.0)
     max_results: int = Field(default=8, ge=1, le=100)
     chunk_max_chars: int = Field(default=800, ge=64, le=20000)
     chunk_overlap_lines: int = Field(default=2, ge=0, le=50)
@@ -129,5 +139,6 @@ class MemorySettings(StrictSettings):
     versions: VersionSettings = Field(default_factory=VersionSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)
+    auto_recall: AutoRecallSettings = Field(default_factory=AutoRecallSettings)
     vectors: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)

@@ -1,14 +1,14 @@
 """The vectors SQLite keeps: the embedding cache, and each scope's vectors for the copies in RAM.
 
-``embed_cache`` holds one vector per model and chunk-text hash, so an unchanged text is never
+``embed_cache`` holds one vector per model and entry-text hash (:mod:`memory.entries`), so an unchanged text is never
 embedded twice and a killed sync resumes from what it had already paid for. A scope's vectors are
 read from it as one snapshot stamped with the scope's generation, a counter every change to the
 scope's chunks or vectors bumps: a process that keeps vectors in RAM (:mod:`memory.vector_cache`)
 compares generations to see another process's writes.
 
 :class:`~memory.manager.MemoryManager` holds one (``embed_cache``) beside its
-:class:`~memory.storage.IndexStorage` on the same database; the storage's chunks table is read here
-only to tell which vectors are used.
+:class:`~memory.storage.IndexStorage` on the same database; the storage's entries table is read here
+to tell which vectors are used and which belong to a scope.
 """
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ class EmbeddingCache:
         )
 
     def drop_cached_vectors(self, conn: sqlite3.Connection, hashes: Sequence[str]) -> int:
-        """Delete the cached vectors of ``hashes`` that no chunk uses any more (inside a write);
-        returns rows deleted. A vector another scope's chunk still uses stays: it is that chunk's."""
-        used = {row[0] for row in rows_in(conn.execute, "SELECT DISTINCT text_hash FROM chunks WHERE text_hash IN ({marks})",
+        """Delete the cached vectors of ``hashes`` that no entry uses any more (inside a write);
+        returns rows deleted. A vector another scope's entry still uses stays: it is that entry's."""
+        used = {row[0] for row in rows_in(conn.execute, "SELECT DISTINCT text_hash FROM entries WHERE text_hash IN ({marks})",
                                           hashes)}
         models = [row[0] for row in conn.execute("SELECT DISTINCT model FROM embed_cache")]
         doomed = [(model, h) for model in models for h in sorted(set(hashes) - used)]  # by primary key
@@ -94,13 +94,13 @@ class EmbeddingCache:
         return int(self.db.query("SELECT count(*) FROM embed_cache")[0][0])
 
     def collect_embed_cache(self, grace_days: float, now: float | None = None) -> tuple[int, int]:
-        """Delete cached vectors that no chunk uses and that have been unused for ``grace_days``;
+        """Delete cached vectors that no entry uses and that have been unused for ``grace_days``;
         returns (rows deleted, rows left).
 
-        A row is in use while a chunk has its text and model, or has its text and no vector yet (a
+        A row is in use while an entry has its text and model, or has its text and no vector yet (a
         sync is on its way to it). A sync caches each batch before it writes the chunks, and a killed
         one resumes from the cache, so a row is not deleted when first seen unused: it is marked in
-        ``embed_cache_unused`` with the time, unmarked when a chunk uses it again, and deleted only on
+        ``embed_cache_unused`` with the time, unmarked when an entry uses it again, and deleted only on
         a later pass at least ``grace_days`` after the mark. Read and deleted in one transaction: what
         goes was unused when marked and is unused now.
         """
@@ -108,7 +108,7 @@ class EmbeddingCache:
         cutoff = now - grace_days * 86400
         with self.db.transaction() as conn:
             conn.execute(_UNUSED_SCHEMA)
-            used = set(conn.execute("SELECT DISTINCT text_hash, vec_model FROM chunks"))
+            used = set(conn.execute("SELECT DISTINCT text_hash, vec_model FROM entries"))
             cached = conn.execute("SELECT model, text_hash FROM embed_cache").fetchall()
             unused = {(m, h) for m, h in cached if (h, m) not in used and (h, None) not in used}
             marked = {(m, h): since for m, h, since in conn.execute("SELECT model, text_hash, since FROM embed_cache_unused")}
@@ -149,7 +149,7 @@ class EmbeddingCache:
         conn.execute("DELETE FROM vector_generations WHERE scope = ?", (scope,))
 
     def scope_vectors(self, scope: str, model: str) -> tuple[int, list[str], np.ndarray]:
-        """(generation, chunk ids, vectors) of a scope's chunks embedded with ``model``, one snapshot.
+        """(generation, entry ids, vectors) of a scope's entries embedded with ``model``, one snapshot.
 
         Each cached vector is a ~2 KiB blob on overflow pages: looking 70k of them up one by one
         takes ~1.5 s, reading all of the model's cache in order ~0.45 s. So a scope holding a good
@@ -160,7 +160,7 @@ class EmbeddingCache:
         with self.db.read() as conn:
             row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
             wanted = conn.execute(
-                "SELECT id, text_hash FROM chunks WHERE scope = ? AND vec_model = ?", (scope, model)).fetchall()
+                "SELECT id, text_hash FROM entries WHERE scope = ? AND vec_model = ?", (scope, model)).fetchall()
             blobs = self._vector_blobs(conn, model, wanted)
         generation = int(row[0]) if row else 0
         found = [(cid, blobs[h]) for cid, h in wanted if h in blobs]

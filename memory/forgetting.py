@@ -204,11 +204,13 @@ class Forgetter:
         after it (the sync failed, or a file was edited since it was indexed) takes its file out of
         the index until the next sync."""
         doomed = sorted({text_hash for _p, _s, _e, text, text_hash in self.memory.storage.scope_chunks(scope)
-                         if matches(text)})
+                         if matches(text)}
+                        | {entry.text_hash for entry in self.memory.storage.scope_entries(scope) if matches(entry.text)})
         for path, relative in self._files(scope):
             _rewrite_without(path, matches, keep_lines=relative != MEMORY_FILE)
         self.memory_file.scrub_versions(scope, matches)
         self.conversations.forget_text(scope, matches)
+        self.memory.recalls.erase_scope(scope)
         report = self.memory.indexer.sync(scope)
         if not report.ok:
             log.warning("re-indexing %s during a forget failed (%s); its files leave the index until the next sync",
@@ -227,6 +229,7 @@ class Forgetter:
             self.memory.embed_cache.drop_cached_vectors(conn, hashes)
         self.memory_file.erase_history(scope)
         self.conversations.erase_scope(scope)
+        self.memory.recalls.erase_scope(scope)
         self._delete_scope_files(scope)
 
     def _old_days(self, scope: str, before: date) -> tuple[list[tuple[Path, str]], list[str]]:

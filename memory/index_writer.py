@@ -1,10 +1,10 @@
 """Writing a change to the index: SQLite first (the truth), then the vector backend and RAM cache.
 
-One change of the index touches three stores that must agree: the chunks and keyword entries in
-SQLite, the vectors in the backend (LanceDB or an object store), and the vectors held in RAM for
+One change of the index touches three stores that must agree: the chunks, their keyword rows and
+their entries (:mod:`.entries`, one vector each) in SQLite, the vectors in the backend (LanceDB or an object store), and the vectors held in RAM for
 exact search (:mod:`.vector_cache`, kept at each scope's generation). The order makes every crash
 recoverable: SQLite is written first, a vector is marked embedded only after the backend holds it
-(so a crash in between re-writes it: an upsert by id, no duplicates), and vectors whose chunk is
+(so a crash in between re-writes it: an upsert by id, no duplicates), and vectors whose entry is
 gone are dropped as orphans. :class:`IndexWriter` knows how to write; the
 :class:`~memory.indexer.Indexer` decides when, and holds the workspace lock around every call.
 """
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .scan import ProgressCallback, SyncPlan
+from .storage import Removed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,33 +45,33 @@ class IndexWriter:
         progress: ProgressCallback | None,
     ) -> None:
         """Pass 3 of a sync: the plan's files and the ``vectors`` of their texts (by hash), into
-        SQLite first, then the vector backend, then the chunks marked embedded."""
+        SQLite first, then the vector backend, then the entries marked embedded."""
         storage = self._manager.storage
-        removed: dict[str, list[str]] = {}
+        removed: dict[str, Removed] = {}
         with storage.write() as conn:
             for scope, path in plan.removed:
-                removed.setdefault(scope, []).extend(storage.remove_file(conn, scope, path))
+                removed.setdefault(scope, Removed()).add(storage.remove_file(conn, scope, path))
             for done, (record, chunks) in enumerate(plan.changed, start=1):
-                removed.setdefault(record.scope, []).extend(storage.replace_file(conn, record, chunks))
+                removed.setdefault(record.scope, Removed()).add(storage.replace_file(conn, record, chunks))
                 report.chunks_written += len(chunks)
                 if progress and done % 50 == 0:
                     progress("write", done, len(plan.changed))
             for record in plan.touched:
                 storage.touch_file(conn, record)
             generations = self._manager.embed_cache.bump_generations(conn, removed)
-        removed_ids = [cid for ids in removed.values() for cid in ids]
+        removed_ids = [eid for gone in removed.values() for eid in gone.entries]
         report.files_changed = len(plan.changed)
         report.files_removed = len(plan.removed)
-        report.chunks_removed = len(removed_ids)
+        report.chunks_removed = sum(len(gone.chunks) for gone in removed.values())
         if progress:
             progress("write", len(plan.changed), len(plan.changed))
         backend, embedder = self._manager.vectors, self._manager.embedder
         if backend is None or embedder is None:
             return
         for scope, generation in generations.items():
-            self._cache_apply(scope, generation, removed=removed[scope])
+            self._cache_apply(scope, generation, removed=removed[scope].entries)
         backend.delete_ids(removed_ids)
-        # nothing embedded or taken from the cache: no chunk can be waiting (skips a table scan)
+        # nothing embedded or taken from the cache: no entry can be waiting (skips a table scan)
         pending = storage.vector_targets(embedder.model_id) if vectors else []
         from .vectors import VectorRow
 
@@ -83,9 +84,9 @@ class IndexWriter:
             backend.maintain()
 
     def _write_vectors(self, rows: list[VectorRow]) -> None:
-        """One batch: the vector backend first, then the chunks marked embedded (in SQLite, the truth).
+        """One batch: the vector backend first, then the entries marked embedded (in SQLite, the truth).
 
-        A crash between the two leaves the chunks unmarked, so the next sync writes them again
+        A crash between the two leaves the entries unmarked, so the next sync writes them again
         (an upsert by id: no duplicates). Batches bound the memory a 100k-chunk sync needs.
         """
         manager = self._manager
@@ -111,37 +112,39 @@ class IndexWriter:
             cache.apply(scope, generation, **change)  # type: ignore[arg-type]
 
     def _drop_orphans(self) -> None:
-        """Vectors whose chunk is gone from SQLite (a crash between the two writes) are removed."""
+        """Vectors whose entry is gone from SQLite (a crash between the two writes) are removed."""
         manager = self._manager
         assert manager.vectors is not None and manager.embedder is not None
         embedded = int(
-            manager.db.query("SELECT count(*) FROM chunks WHERE vec_model = ?", (manager.embedder.model_id,))[0][0]
+            manager.db.query("SELECT count(*) FROM entries WHERE vec_model = ?", (manager.embedder.model_id,))[0][0]
         )
         if manager.vectors.count() == embedded:
             return
-        orphans = manager.vectors.ids() - manager.storage.all_chunk_ids()
+        orphans = manager.vectors.ids() - manager.storage.all_entry_ids()
         if orphans:
             log.info("removing %d orphaned vectors", len(orphans))
             manager.vectors.delete_ids(sorted(orphans))
 
     def remove(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
-        """Take ``paths`` of ``scope`` out of every store: chunks, keyword entries, vectors (in the
-        backend and in RAM); returns the text hashes of the chunks removed. ``erase`` also drops the
-        scope's own vectors that SQLite does not know of and its generation row."""
+        """Take ``paths`` of ``scope`` out of every store: chunks, keyword rows, entries, vectors (in
+        the backend and in RAM); returns the text hashes of the chunks and entries removed (what the
+        embedding cache may hold of them). ``erase`` also drops the scope's own vectors that SQLite
+        does not know of and its generation row."""
         manager, storage, embed_cache = self._manager, self._manager.storage, self._manager.embed_cache
         hashes: list[str] = []
         with storage.write() as conn:
-            removed: list[str] = []
+            removed = Removed()
             for path in sorted(set(paths)):
-                hashes += [r[0] for r in conn.execute(
-                    "SELECT text_hash FROM chunks WHERE scope = ? AND path = ?", (scope, path))]
-                removed += storage.remove_file(conn, scope, path)
+                for table in ("chunks", "entries"):
+                    hashes += [r[0] for r in conn.execute(
+                        f"SELECT text_hash FROM {table} WHERE scope = ? AND path = ?", (scope, path))]
+                removed.add(storage.remove_file(conn, scope, path))
             generation = embed_cache.bump_generations(conn, [scope])[scope]
             if erase:
                 embed_cache.forget_generation(conn, scope)
-        self._cache_apply(scope, generation, removed=removed)
+        self._cache_apply(scope, generation, removed=removed.entries)
         if manager.vectors is not None:
-            manager.vectors.delete_ids(removed)
+            manager.vectors.delete_ids(removed.entries)
             if erase:
                 manager.vectors.delete_scope(scope)
         return hashes

@@ -1,7 +1,7 @@
 """A sync's indexing passes: bring the index of one workspace in step with its files.
 
 Sync has three passes (docs/design.md §4). Pass 1 (:mod:`.scan`) finds changed files and chunks
-them; pass 2 embeds every chunk text that has no vector for the current model, in as few batched
+them; pass 2 embeds every entry text (:mod:`.entries`) that has no vector for the current model, in as few batched
 calls as the provider allows (the SQLite cache answers unchanged texts, and keeps each batch as it
 arrives); pass 3 writes (:mod:`.index_writer`). If embedding fails nothing is written to the index, so the next sync
 retries the same files instead of leaving them stranded without vectors, and pays only for the
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .chunker import embedding_text
 from .embedding import EmbeddingError
+from .entries import chunk_entries
 from .index_writer import IndexWriter
 from .scan import DiskScanner, ProgressCallback, SyncPlan
 from .scopes import KNOWLEDGE_SCOPE, validate_scope
@@ -219,18 +219,21 @@ class Indexer:
         return {} if embedded is None else {**vectors, **embedded}
 
     def _texts_needing_vectors(self, plan: SyncPlan) -> dict[str, str]:
-        """Text by hash of every chunk the plan writes, and of unchanged chunks still without a vector."""
+        """Embedded text by hash of every entry of the chunks the plan writes, and of the entries
+        already indexed without a vector for the current model. An entry on the lines two chunks
+        share, or a note written twice, is one text."""
         embedder = self._manager.embedder
         if embedder is None:
             return {}
         texts: dict[str, str] = {}
         for _record, chunks in plan.changed:
             for chunk in chunks:
-                texts.setdefault(chunk.text_hash, chunk.text)
+                for entry in chunk_entries(chunk):
+                    texts.setdefault(entry.text_hash, entry.embedded_text)
         changed_paths = {(r.scope, r.path) for r, _ in plan.changed} | set(plan.removed)
-        for _cid, scope, path, text, hash_ in self._manager.storage.chunks_needing_vectors(embedder.model_id):
+        for scope, path, entry in self._manager.storage.entries_needing_vectors(embedder.model_id):
             if (scope, path) not in changed_paths:
-                texts.setdefault(hash_, text)
+                texts.setdefault(entry.text_hash, entry.embedded_text)
         return texts
 
     def _uncached(self, texts: dict[str, str]) -> dict[str, str]:
@@ -262,7 +265,7 @@ class Indexer:
                     report.error = "stopped: the memory index is closing (the next sync resumes from the cache)"
                     return None
                 part = hashes[start : start + batch]
-                embedded = dict(zip(part, embedder.embed([embedding_text(texts[h]) for h in part]), strict=True))
+                embedded = dict(zip(part, embedder.embed([texts[h] for h in part]), strict=True))
                 report.embed_calls += 1
                 with manager.lock, manager.db.transaction() as conn:
                     manager.embed_cache.store_vectors(conn, embedder.model_id, embedded)

@@ -26,6 +26,7 @@ from .files import append_text, read_text
 from .indexer import Indexer
 from .keyword_index import KeywordIndex
 from .locks import WorkspaceLock
+from .recall_log import RecallLog
 from .scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
 from .storage import IndexStorage
 
@@ -33,8 +34,13 @@ if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first use
     import numpy as np
 
     from .retrieval import Retriever, SearchResult
+    from .retrieval.recall import Recalled
     from .vector_cache import VectorCache
     from .vectors import VectorBackend
+
+
+#: How much of a message auto-recall searches for (a pasted document is not a question).
+RECALL_QUERY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class MemoryManager:
         self.embed_cache = EmbeddingCache(self.db)
         self.storage = IndexStorage(self.db)
         self.keywords = KeywordIndex(self.storage)
+        self.recalls = RecallLog(self.db)
         self.lock = lock or WorkspaceLock(workspace.root)
         self._given_vectors = vectors
         self._today = today
@@ -113,8 +120,11 @@ class MemoryManager:
                                      ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
         cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
+        from .rerank import make_reranker
+
         retriever = Retriever(self.storage, self.embed_cache, self.keywords, settings, embedder=embedder,
-                              vectors=vectors, vector_cache=cache, today=self._today)
+                              vectors=vectors, vector_cache=cache, today=self._today,
+                              reranker=make_reranker(settings.rerank))
         return _SearchSide(vectors, cache, retriever)
 
     @property
@@ -158,6 +168,22 @@ class MemoryManager:
         if auto_sync:
             self.indexer.sync_if_stale(scope)
         return self.retriever.search(query, [scope, KNOWLEDGE_SCOPE], limit=limit, min_score=min_score)
+
+    def recall(self, text: str, scope: str) -> list[Recalled]:
+        """The entries of ``scope``'s own memory that ``text`` (a person's message) calls to mind and
+        MEMORY.md does not hold, for the prompt (:mod:`memory.retrieval.recall`); [] when
+        ``memory.auto_recall`` is off."""
+        settings = self.settings.auto_recall
+        if not settings.enabled or not text.strip():
+            return []
+        validate_scope(scope)
+        from .retrieval.recall import pick
+
+        self.indexer.sync_if_stale(scope)
+        results = self.retriever.search(text[:RECALL_QUERY_CHARS], [scope], limit=settings.max_results,
+                                        min_score=settings.min_relevance)
+        memory_md = self.workspace.memory_file(scope)
+        return pick(results, settings, read_text(memory_md) if memory_md.is_file() else "")
 
     def warm(self, scopes: Sequence[str]) -> int:
         """Load the vectors of ``scopes`` and the knowledge base into RAM ahead of their first
@@ -232,4 +258,6 @@ class MemoryManager:
         trigram queue and the embedding cache are in the database), then close."""
         self.closing.set()
         self.indexer.join_workers()
+        if self._search is not None and self._search.retriever.reranker is not None:
+            self._search.retriever.reranker.close()
         self.db.close()

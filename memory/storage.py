@@ -14,10 +14,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .chunker import Chunk
 from .database import Database, rows_in
+from .entries import SCHEMA as ENTRIES_SCHEMA
+from .entries import Entry, EntryRow, delete_entries, entry_text, write_entries
 from .keyword import segment
 
 #: The keyword indexes (FTS5 virtual tables), one statement each: ``KeywordIndex.rebuild``
@@ -30,6 +32,8 @@ KEYWORD_INDEXES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 ("
     " text, content='chunks', content_rowid='rowid', tokenize='trigram')",
 )
+#: ``chunks.vec_model`` is no longer written: entries carry the vectors (:mod:`memory.entries`); the
+#: column stays so that an index made before them opens as it is.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -42,7 +46,6 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL, text_hash TEXT NOT NULL, vec_model TEXT, updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_scope_path ON chunks (scope, path);
-CREATE INDEX IF NOT EXISTS chunks_vec_model ON chunks (vec_model);
 CREATE TABLE IF NOT EXISTS tri_pending (rowid INTEGER PRIMARY KEY);
 """
 
@@ -65,6 +68,18 @@ class StoredChunk:
     start_line: int
     end_line: int
     text: str
+
+
+@dataclass
+class Removed:
+    """What a write took out of the index: chunk ids, and the entry ids (whose vectors must go)."""
+
+    chunks: list[str] = field(default_factory=list)
+    entries: list[str] = field(default_factory=list)
+
+    def add(self, other: Removed) -> None:
+        self.chunks += other.chunks
+        self.entries += other.entries
 
 
 @dataclass(frozen=True)
@@ -95,12 +110,21 @@ class IndexStorage:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        db.execute_script(SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
+        had_entries = bool(db.query("SELECT 1 FROM sqlite_master WHERE name = 'entries'"))
+        db.execute_script(SCHEMA + ENTRIES_SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
+        if not had_entries:
+            self._make_entries()
         self._stats_lock = threading.Lock()
-        self._scope_counts: tuple[float, dict[str, int]] = (float("-inf"), {})
+        self._scope_counts: dict[str, tuple[float, dict[str, int]]] = {}  # table -> (when, counts)
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
+
+    def _make_entries(self) -> None:
+        """Give the chunks of an index made before entries existed their entries (once)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute("SELECT id, scope, path, start_line, end_line, part, text FROM chunks").fetchall()
+            write_entries(conn, [Chunk(*row) for row in rows])
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:
@@ -130,13 +154,14 @@ class IndexStorage:
             finally:
                 self._fts_deletes, self._fts_inserts = None, None
                 with self._stats_lock:
-                    self._scope_counts = (float("-inf"), {})
+                    self._scope_counts = {}
 
-    def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> list[str]:
-        """Make the index hold exactly ``chunks`` for ``record``'s file. Returns removed chunk ids.
+    def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> Removed:
+        """Make the index hold exactly ``chunks`` for ``record``'s file. Returns what was removed.
 
-        Must run inside :meth:`write`. Unchanged chunks keep their row; changed ones are UPSERTed
-        (same rowid) with their FTS entries deleted and re-added.
+        Must run inside :meth:`write`. Unchanged chunks keep their row and entries; changed ones
+        are UPSERTed (same rowid) with their FTS rows deleted and re-added and their entries made
+        anew.
         """
         old = {
             row[1]: (row[0], row[2])
@@ -168,23 +193,26 @@ class IndexStorage:
             rowid, text = old[cid]
             self._fts_delete(rowid, tag, text)
             conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
+        gone = Removed(removed, delete_entries(conn, removed + [c.id for c in changed if c.id in old]))
+        write_entries(conn, changed)
         conn.execute(
             "INSERT INTO files (scope, path, hash, mtime, size, indexed_at) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (scope, path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime,"
             " size = excluded.size, indexed_at = excluded.indexed_at",
             (record.scope, record.path, record.hash, record.mtime, record.size, now),
         )
-        return removed
+        return gone
 
-    def remove_file(self, conn: sqlite3.Connection, scope: str, path: str) -> list[str]:
-        """Drop a file and its chunks from the index (inside :meth:`write`). Returns the chunk ids."""
+    def remove_file(self, conn: sqlite3.Connection, scope: str, path: str) -> Removed:
+        """Drop a file, its chunks and their entries from the index (inside :meth:`write`)."""
         tag = scope_tag(scope)
         rows = conn.execute("SELECT rowid, id, text FROM chunks WHERE scope = ? AND path = ?", (scope, path)).fetchall()
         for rowid, _cid, text in rows:
             self._fts_delete(rowid, tag, text)
         conn.execute("DELETE FROM chunks WHERE scope = ? AND path = ?", (scope, path))
         conn.execute("DELETE FROM files WHERE scope = ? AND path = ?", (scope, path))
-        return [row[1] for row in rows]
+        ids = [row[1] for row in rows]
+        return Removed(ids, delete_entries(conn, ids))
 
     def touch_file(self, conn: sqlite3.Connection, record: FileRecord) -> None:
         """Record a new mtime for a file whose content hash did not change."""
@@ -193,8 +221,9 @@ class IndexStorage:
             (record.mtime, record.size, time.time(), record.scope, record.path),
         )
 
-    def mark_embedded(self, conn: sqlite3.Connection, chunk_ids: Iterable[str], model: str) -> None:
-        conn.executemany("UPDATE chunks SET vec_model = ? WHERE id = ?", ((model, cid) for cid in chunk_ids))
+    def mark_embedded(self, conn: sqlite3.Connection, entry_ids: Iterable[str], model: str) -> None:
+        """Record that the backend holds these entries' vectors for ``model``."""
+        conn.executemany("UPDATE entries SET vec_model = ? WHERE id = ?", ((model, eid) for eid in entry_ids))
 
     def _fts_insert(self, rowid: int, tag: str, text: str) -> None:
         if self._fts_inserts is None:
@@ -260,22 +289,37 @@ class IndexStorage:
         return int(self.db.query("SELECT count(*) FROM tri_pending")[0][0])
 
     # ------------------------------------------------------------ chunk reads
-    def chunks_needing_vectors(self, model: str, scope: str | None = None) -> list[tuple[str, str, str, str, str]]:
-        """(id, scope, path, text, text_hash) of chunks with no vector for ``model``."""
-        return self._needing_vectors("id, scope, path, text, text_hash", model, scope)  # type: ignore[return-value]
+    def entries_needing_vectors(self, model: str) -> list[tuple[str, str, Entry]]:
+        """(scope, path, entry) of the entries with no vector for ``model`` (what a sync must embed
+        besides the files it changes: a new model, or a sync that stopped half-way)."""
+        sql = ("SELECT e.scope, e.path, e.start_line, e.end_line, c.text, c.start_line FROM entries e"
+               " JOIN chunks c ON c.id = e.chunk_id"
+               " WHERE (e.vec_model IS NULL OR e.vec_model < ? OR e.vec_model > ?)")  # "!=", but on the index
+        return [(scope, path, Entry(start, end, entry_text(text, chunk_start, start, end)))
+                for scope, path, start, end, text, chunk_start in self.db.query(sql, (model, model))]
+
+    def scope_entries(self, scope: str) -> list[Entry]:
+        """Every entry of ``scope``'s chunks, with its text (what a forget must find the vectors of)."""
+        sql = ("SELECT e.start_line, e.end_line, c.text, c.start_line FROM entries e"
+               " JOIN chunks c ON c.id = e.chunk_id WHERE e.scope = ?")
+        return [Entry(start, end, entry_text(text, chunk_start, start, end))
+                for start, end, text, chunk_start in self.db.query(sql, (scope,))]
 
     def vector_targets(self, model: str) -> list[tuple[str, str, str, str]]:
-        """(id, scope, path, text_hash) of chunks with no vector for ``model``: what a write needs."""
-        return self._needing_vectors("id, scope, path, text_hash", model, None)  # type: ignore[return-value]
+        """(entry id, scope, path, text_hash) of entries with no vector for ``model``: what a write needs."""
+        sql = ("SELECT id, scope, path, text_hash FROM entries"
+               " WHERE (vec_model IS NULL OR vec_model < ? OR vec_model > ?)")
+        return [(r[0], r[1], r[2], r[3]) for r in self.db.query(sql, (model, model))]
 
-    def _needing_vectors(self, columns: str, model: str, scope: str | None) -> list[tuple[str, ...]]:
-        # "< ? OR > ?" rather than "!= ?": the same rows, but it can use the vec_model index
-        sql = f"SELECT {columns} FROM chunks WHERE (vec_model IS NULL OR vec_model < ? OR vec_model > ?)"
-        params: tuple[object, ...] = (model, model)
-        if scope is not None:
-            sql += " AND scope = ?"
-            params += (scope,)
-        return [tuple(r) for r in self.db.query(sql, params)]
+    def entries_of(self, chunk_ids: Sequence[str]) -> list[EntryRow]:
+        """The entries of ``chunk_ids``."""
+        sql = "SELECT id, chunk_id, start_line, end_line, text_hash FROM entries WHERE chunk_id IN ({marks})"
+        return [EntryRow(*row) for row in rows_in(self.db.query, sql, chunk_ids)]
+
+    def chunk_ids_of_entries(self, entry_ids: Sequence[str]) -> dict[str, str]:
+        """Entry id -> the id of the chunk that holds it (entries gone meanwhile are left out)."""
+        rows = rows_in(self.db.query, "SELECT id, chunk_id FROM entries WHERE id IN ({marks})", entry_ids)
+        return {str(row[0]): str(row[1]) for row in rows}
 
     def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
         """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
@@ -296,21 +340,28 @@ class IndexStorage:
                              " ORDER BY path, start_line", (scope,))
         return [(row[0], row[1], row[2], row[3], row[4]) for row in rows]
 
-    def all_chunk_ids(self) -> set[str]:
-        return {r[0] for r in self.db.query("SELECT id FROM chunks")}
+    def all_entry_ids(self) -> set[str]:
+        return {r[0] for r in self.db.query("SELECT id FROM entries")}
 
     def scope_counts(self) -> dict[str, int]:
         """Chunks per scope, at most 30 s old (exact after this process's own writes).
 
-        For planning only (which query form, which vector search): never for an answer.
+        For planning only (which query form): never for an answer.
         """
+        return self._counts("chunks")
+
+    def entry_counts(self) -> dict[str, int]:
+        """Entries (vectors) per scope, as :meth:`scope_counts`: which vector search to run."""
+        return self._counts("entries")
+
+    def _counts(self, table: str) -> dict[str, int]:
         with self._stats_lock:
-            stamp, counts = self._scope_counts
+            stamp, counts = self._scope_counts.get(table, (float("-inf"), {}))
         if time.monotonic() - stamp > SCOPE_COUNTS_TTL_S:
-            rows = self.db.query("SELECT scope, count(*) FROM chunks GROUP BY scope")
+            rows = self.db.query(f"SELECT scope, count(*) FROM {table} GROUP BY scope")
             counts = {row[0]: int(row[1]) for row in rows}
             with self._stats_lock:
-                self._scope_counts = (time.monotonic(), counts)
+                self._scope_counts[table] = (time.monotonic(), counts)
         return counts
 
     # ------------------------------------------------------------------ meta

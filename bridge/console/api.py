@@ -19,7 +19,7 @@ from memory import KnowledgeError, KnowledgeNotFound, MemoryPathError, ScopeErro
 
 from .. import offload
 from ..app import Services
-from . import views
+from . import recalls, views
 from .security import API_PREFIX, Handler, Role, json_error, role_for
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,11 @@ async def memory_revert(request: web.Request) -> web.Response:
 async def edit_lines(request: web.Request) -> web.Response:
     edit = views.parse_line_edit(await _json_body(request, '{"file": "MEMORY.md", "op": "add", ...}'))
     return _reply(await _in_thread(request, views.edit_lines, request.match_info["scope"], edit))
+
+
+@routes.get("/api/scopes/{scope}/recalls")
+async def scope_recalls(request: web.Request) -> web.Response:
+    return _reply(await _in_thread(request, recalls.recalls, request.match_info["scope"]))
 
 
 @routes.get("/api/scopes/{scope}/daily")

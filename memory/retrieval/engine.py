@@ -1,10 +1,11 @@
 """Hybrid search: gather candidates from every side, score them (:mod:`.scoring`), keep the best.
 
-Candidates come from three places, each at most ``memory.candidates`` (or ``limit × 4``) deep:
-the nearest vectors (exact, from RAM when the scopes fit the vector cache; else LanceDB), the
-keyword index (BM25 over the question's content words, :mod:`.querytext`), and, when the
-question names a time window, the chunks of the daily files dated inside it. Every candidate is
-then scored on both sides: a keyword-only hit gets its true cosine from the blocks in RAM or from
+Candidates are chunks, from three places, each at most ``memory.candidates`` (or ``limit × 4``)
+deep: the chunks holding the nearest entries (:mod:`memory.entries`: one vector per note, searched
+exactly from RAM when the scopes fit the vector cache, else in LanceDB), the keyword index (BM25
+over the question's content words, :mod:`.querytext`), and, when the question names a time window,
+the chunks of the daily files dated inside it. Every candidate is then scored on both sides: its
+vector score is its best entry's cosine, which a keyword-only hit gets from the blocks in RAM or
 the embedding cache. An embedding failure never fails a search: it degrades to keywords.
 """
 
@@ -12,21 +13,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
 
-from ..chunker import text_hash
+from ..chunker import embedding_text
 from ..config import MemorySettings
 from ..embed_cache import EmbeddingCache
 from ..embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from ..entries import EntryRow, entry_text
 from ..keyword_index import KeywordIndex
+from ..rerank import Reranker, reranked_order
 from ..scopes import DAILY_DIR, KNOWLEDGE_SCOPE
 from ..storage import IndexStorage, StoredChunk
 from ..vector_cache import VectorCache
 from ..vectors import VectorBackend
 from . import scoring
+from .matches import EntryScore, add_matches
 from .passages import assemble
 from .querytext import coverage, keyword_text, query_terms
 from .result import SearchResult
@@ -37,15 +41,21 @@ log = logging.getLogger(__name__)
 
 #: The most chunks of a question's time window that are considered (newest days first).
 WINDOW_CANDIDATES = 200
+#: Nearest entries fetched per candidate chunk wanted: a chunk's best entries often lie close
+#: together, so more entries than chunks are needed to reach ``candidates`` chunks.
+ENTRIES_PER_CANDIDATE = 2
 
 
 @dataclass
 class _Candidates:
     chunks: dict[str, StoredChunk]
-    vector: dict[str, float]  # raw cosine
     bm25: dict[str, float]  # the keyword side's score in (0, 1], before the share of the question
     hybrid: bool
     weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
+    query_vector: np.ndarray | None = None
+    cosines: dict[str, float] = field(default_factory=dict)  # entry id -> raw cosine with the question
+    entries: dict[str, list[EntryRow]] = field(default_factory=dict)  # chunk id -> its entries
+    scored: dict[str, list[EntryScore]] = field(default_factory=dict)  # chunk id -> its entries, best first
 
 
 class Retriever:
@@ -62,6 +72,7 @@ class Retriever:
         vectors: VectorBackend | None,
         vector_cache: VectorCache | None,
         today: Callable[[], date],
+        reranker: Reranker | None = None,
     ) -> None:
         self.storage = storage
         self.embed_cache = embed_cache
@@ -71,48 +82,76 @@ class Retriever:
         self.vectors = vectors
         self.vector_cache = vector_cache
         self._today = today
+        self.reranker = reranker
         self._query_cache = QueryVectorCache()
 
     def search(self, query: str, scopes: Sequence[str], *, limit: int, min_score: float) -> list[SearchResult]:
-        """The ``limit`` best results for ``query`` in ``scopes``, best first (see :mod:`.scoring`)."""
+        """The ``limit`` best results for ``query`` in ``scopes``, best first (see :mod:`.scoring`),
+        each with the entries that matched (:mod:`.matches`). When nothing reaches ``min_score``
+        the best candidate is still returned, labelled weak: a loose match is shown, not hidden."""
         today = self._today()
         window = find_window(query, today)
         about_now = asks_about_now(query)
         found = self._gather(query, scopes, window, max(self.settings.candidates, limit * 4))
         results = [(cid, self._result(chunk, found, window, today, about_now)) for cid, chunk in found.chunks.items()]
-        kept = [(cid, r) for cid, r in results if r.score > 0 and _wanted(r, min_score)]
-        self._order(kept, found.chunks, promote=about_now and found.hybrid)
-        return assemble([r for _, r in kept], limit, limit * self.settings.chunk_max_chars)
+        scored = [(cid, r) for cid, r in results if r.score > 0]
+        kept = [(cid, r) for cid, r in scored if _wanted(r, min_score)]
+        if not kept and scored:
+            kept = [min(scored, key=_best_first)]
+        self._order(kept, found, promote=about_now and found.hybrid)
+        if self.reranker is not None:
+            kept = self._rerank(query, kept)
+        passages = assemble([r for _, r in kept], limit, limit * self.settings.chunk_max_chars)
+        for passage in passages:
+            passage.weak = passage.relevance < max(min_score, self.settings.weak_below)
+        add_matches(passages, [(found.chunks[cid], scored) for cid, scored in found.scored.items()])
+        return passages
 
-    def _order(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk], *, promote: bool) -> None:
+    def _rerank(self, query: str, ranked: list[tuple[str, SearchResult]]) -> list[tuple[str, SearchResult]]:
+        """The best ``memory.rerank.top_n`` re-ordered by the remote reranker (``rerank_score``); on
+        its failure (logged once by :mod:`memory.rerank`) the order stays as it was."""
+        assert self.reranker is not None
+        head, tail = ranked[: self.settings.rerank.top_n], ranked[self.settings.rerank.top_n :]
+        scores = self.reranker.rerank(query, [embedding_text(r.text) for _, r in head]) if head else None
+        if scores is None:
+            return ranked
+        for (_, result), score in zip(head, scores, strict=True):
+            result.rerank_score = None if score is None else round(score, 6)
+        return [head[i] for i in reranked_order(scores)] + tail
+
+    def _order(self, ranked: list[tuple[str, SearchResult]], found: _Candidates, *, promote: bool) -> None:
         """Sort ``ranked`` best first (ties by path and line, so the order is stable); with
         ``promote`` (a question about the present), newer notes on the same thing move up first."""
         ranked.sort(key=_best_first)
         if promote:
-            self._promote_updates(ranked, chunks)
+            self._promote_updates(ranked, found)
             ranked.sort(key=_best_first)
 
-    def _promote_updates(self, ranked: list[tuple[str, SearchResult]], chunks: dict[str, StoredChunk]) -> None:
-        """See :mod:`.updates`: the newer note about the same thing takes the older one's place."""
-        top = ranked[:DEPTH]
-        vectors = self._vectors_of({cid: chunks[cid] for cid, _ in top})
+    def _promote_updates(self, ranked: list[tuple[str, SearchResult]], found: _Candidates) -> None:
+        """See :mod:`.updates`: the newer note about the same thing takes the older one's place;
+        two chunks are compared by the entries that matched the question best."""
+        best = {cid: found.scored[cid][0].row for cid, _ in ranked[:DEPTH] if found.scored.get(cid)}
+        by_entry = self._entry_vectors(list(best.values()), {row.id: found.chunks[row.chunk_id].scope for row in best.values()})
+        top = [(cid, r) for cid, r in ranked[:DEPTH] if cid in best]
+        vectors = {cid: by_entry[best[cid].id] for cid, _ in top if best[cid].id in by_entry}
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
-        dated = [(cid, scoring.file_date(chunks[cid].scope, chunks[cid].path), r) for cid, r in top]
+        dated = [(cid, scoring.file_date(found.chunks[cid].scope, found.chunks[cid].path), r) for cid, r in top]
         promote_updates(dated, vectors, floor)
 
     # ------------------------------------------------------------ candidates
     def _gather(self, query: str, scopes: Sequence[str], window: TimeWindow | None, depth: int) -> _Candidates:
         query_vector = self._query_vector(query)
-        found = _Candidates({}, {}, {}, hybrid=query_vector is not None, weights={})
+        found = _Candidates({}, {}, hybrid=query_vector is not None, weights={}, query_vector=query_vector)
         from_ram = False
         if query_vector is not None:
             try:
-                hits, from_ram = self._vector_hits(query_vector, scopes, depth)
+                hits, from_ram = self._vector_hits(query_vector, scopes, depth * ENTRIES_PER_CANDIDATE)
             except Exception as exc:
                 log.warning("vector search failed, using keywords only: %s", exc)
-                hits, query_vector, found.hybrid = [], None, False
-            found.chunks.update(self.storage.chunks_by_ids([cid for cid, _ in hits], scopes))
-            found.vector = {cid: sim for cid, sim in hits if cid in found.chunks}
+                hits, query_vector, found.hybrid, found.query_vector = [], None, False, None
+            owners = self.storage.chunk_ids_of_entries([eid for eid, _ in hits])
+            found.chunks.update(self.storage.chunks_by_ids(list(dict.fromkeys(owners.values())), scopes))
+            found.cosines = {eid: sim for eid, sim in hits if owners.get(eid) in found.chunks}
         words = keyword_text(query, window.phrases if window else ())
         found.weights = self.keywords.term_weights(query_terms(words))
         widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
@@ -122,8 +161,10 @@ class Retriever:
         if window is not None:
             for chunk in self._window_chunks(window, scopes):
                 found.chunks.setdefault(chunk.id, chunk)
+        for row in self.storage.entries_of(list(found.chunks)):
+            found.entries.setdefault(row.chunk_id, []).append(row)
         if query_vector is not None:
-            self._fill_vector_scores(query_vector, found, from_ram=from_ram)
+            self._fill_cosines(query_vector, found, from_ram=from_ram)
         return found
 
     def _window_chunks(self, window: TimeWindow, scopes: Sequence[str]) -> list[StoredChunk]:
@@ -136,8 +177,8 @@ class Retriever:
         return self.storage.dated_chunks(own, first, last, WINDOW_CANDIDATES)
 
     def vector_rows(self, scopes: Sequence[str]) -> int:
-        """How many chunks the scopes hold (``IndexStorage.scope_counts``): few means an exact scan."""
-        counts = self.storage.scope_counts()
+        """How many entry vectors the scopes hold (``IndexStorage.entry_counts``): few means an exact scan."""
+        counts = self.storage.entry_counts()
         return sum(counts.get(scope, 0) for scope in set(scopes))
 
     def _vector_hits(
@@ -168,49 +209,60 @@ class Retriever:
         self._query_cache.put(self.embedder.model_id, query, vector)
         return vector
 
-    def _fill_vector_scores(self, query_vector: np.ndarray, found: _Candidates, *, from_ram: bool) -> None:
-        """Candidates the vector side did not return get their true similarity, from the blocks
-        in RAM (when this search just validated them: ``from_ram``) or the embedding cache."""
-        missing = {cid: chunk for cid, chunk in found.chunks.items() if cid not in found.vector}
-        for cid, vector in self._vectors_of(missing, from_ram=from_ram).items():
+    def _fill_cosines(self, query_vector: np.ndarray, found: _Candidates, *, from_ram: bool) -> None:
+        """Every entry of every candidate gets its true similarity (the vector side returned only
+        the nearest), from the blocks in RAM (when this search just validated them: ``from_ram``)
+        or the embedding cache."""
+        missing = [row for rows in found.entries.values() for row in rows if row.id not in found.cosines]
+        if not missing:
+            return
+        scopes = {row.id: found.chunks[row.chunk_id].scope for row in missing}
+        for eid, vector in self._entry_vectors(missing, scopes, from_ram=from_ram).items():
             if vector.shape == query_vector.shape:
-                found.vector[cid] = float(np.dot(query_vector, vector))
+                found.cosines[eid] = float(np.dot(query_vector, vector))
 
-    def _vectors_of(self, chunks: dict[str, StoredChunk], *, from_ram: bool = True) -> dict[str, np.ndarray]:
-        """The current model's vectors of ``chunks`` by id: from RAM where loaded, else from the
-        embedding cache (by text hash); a chunk with neither is left out."""
+    def _entry_vectors(self, rows: Sequence[EntryRow], scopes: dict[str, str], *, from_ram: bool = True) -> dict[str, np.ndarray]:
+        """The current model's vectors of entries by id: from RAM where loaded, else from the
+        embedding cache (by text hash); an entry with neither is left out."""
         assert self.embedder is not None
         vectors: dict[str, np.ndarray] = {}
         if from_ram and self.vector_cache is not None:
-            for cid, chunk in chunks.items():
-                vector = self.vector_cache.vector(chunk.scope, cid)
+            for row in rows:
+                vector = self.vector_cache.vector(scopes[row.id], row.id)
                 if vector is not None:
-                    vectors[cid] = vector
+                    vectors[row.id] = vector
         by_hash: dict[str, list[str]] = {}
-        for cid in chunks.keys() - vectors.keys():
-            by_hash.setdefault(text_hash(chunks[cid].text), []).append(cid)
+        for row in rows:
+            if row.id not in vectors:
+                by_hash.setdefault(row.text_hash, []).append(row.id)
         if by_hash:
             for hash_, vector in self.embed_cache.cached_vectors(self.embedder.model_id, list(by_hash)).items():
-                for cid in by_hash[hash_]:
-                    vectors[cid] = vector
+                for eid in by_hash[hash_]:
+                    vectors[eid] = vector
         return vectors
 
     # --------------------------------------------------------------- scoring
     def _result(
         self, chunk: StoredChunk, found: _Candidates, window: TimeWindow | None, today: date, about_now: bool
     ) -> SearchResult:
-        cosine = found.vector.get(chunk.id)
-        floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
-        vector = None if cosine is None else scoring.rescale_similarity(cosine, floor)
-        share = coverage(found.weights, chunk.text)
+        """A candidate chunk scored as its best entry (with vectors), or as a whole (keywords alone,
+        or a chunk of headings only); its entries' scores are kept for the result's matches."""
         bm25 = found.bm25.get(chunk.id)
-        keyword = None if bm25 is None else bm25 * share
+        scored = self._entry_scores(chunk, found, bm25)
+        found.scored[chunk.id] = scored
+        if found.hybrid and scored:
+            best = scored[0]
+            vector, keyword, share, relevance = best.vector, best.keyword, best.share, best.relevance
+        else:
+            share = coverage(found.weights, chunk.text)
+            vector, keyword = None, None if bm25 is None else bm25 * share
+            relevance = scoring.relevance(self.settings, vector, keyword, share, found.hybrid)
         dated = scoring.file_date(chunk.scope, chunk.path)
         parts = scoring.ScoreParts(
             vector=vector,
             keyword=keyword,
             coverage=share,
-            relevance=scoring.relevance(self.settings, vector, keyword, share, found.hybrid),
+            relevance=relevance,
             recency=scoring.recency(self.settings, dated, today, about_now=about_now),
             time=1.0 + self.settings.time_weight if scoring.in_window(window, dated, chunk.text) else 1.0,
         )
@@ -228,7 +280,24 @@ class Retriever:
             relevance=round(parts.relevance, 6),
             recency=round(parts.recency, 6),
             time_boost=round(parts.time, 6),
+            date=None if dated is None else dated.isoformat(),
         )
+
+    def _entry_scores(self, chunk: StoredChunk, found: _Candidates, bm25: float | None) -> list[EntryScore]:
+        """Each entry of ``chunk`` scored on its own, best first: its similarity, the chunk's BM25
+        times the share of the question's words the entry holds, and that share."""
+        floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
+        scored = []
+        for row in found.entries.get(chunk.id, []):
+            text = entry_text(chunk.text, chunk.start_line, row.start_line, row.end_line)
+            share = coverage(found.weights, text)
+            cosine = found.cosines.get(row.id)
+            vector = None if cosine is None else scoring.rescale_similarity(cosine, floor)
+            keyword = None if bm25 is None else bm25 * share
+            relevance = scoring.relevance(self.settings, vector, keyword, share, found.hybrid)
+            scored.append(EntryScore(row, text, vector, keyword, share, relevance))
+        scored.sort(key=lambda entry: (-entry.relevance, entry.row.start_line))
+        return scored
 
 
 def _best_first(pair: tuple[str, SearchResult]) -> tuple[float, str, int]:

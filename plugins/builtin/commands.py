@@ -23,11 +23,14 @@ from memory import (
     MemoryManager,
     Portability,
     PortabilityError,
+    SearchResult,
 )
 
 from ..base import Action, EventContext, Plugin
 
 MAX_SHOW_CHARS = 3500
+#: How much of one search result a chat reply quotes: its matching notes, not the passage's start.
+SHOWN_CHARS = 300
 DREAM_DAYS_DEFAULT = 3
 
 HELP = """Commands:
@@ -138,8 +141,7 @@ class CommandsPlugin(Plugin):
         results = await host.run_blocking(host.memory.search, arg, ctx.scope, limit=5)
         if not results:
             return f"Nothing in memory matches “{arg}”."
-        lines = [f"{i}. {r.path}:{r.start_line} ({r.score:.2f})\n{_quote(r.text)}" for i, r in enumerate(results, 1)]
-        return "\n".join(lines)
+        return "\n".join(f"{i}. {_heading(r)}\n{_quote(r.excerpt(SHOWN_CHARS))}" for i, r in enumerate(results, 1))
 
     async def _dream(self, ctx: EventContext, arg: str) -> str:
         days = DREAM_DAYS_DEFAULT
@@ -250,7 +252,7 @@ class CommandsPlugin(Plugin):
             hits = [r for r in results if r.source == "knowledge"][:5]
             if not hits:
                 return f"No knowledge page matches “{arg.strip()}”."
-            return "\n".join(f"{r.path}:{r.start_line}\n{_quote(r.text)}" for r in hits)
+            return "\n".join(f"{_heading(r)}\n{_quote(r.excerpt(SHOWN_CHARS))}" for r in hits)
         return "Usage: /knowledge list | /knowledge search QUERY"
 
 
@@ -272,6 +274,12 @@ def _code_block(text: str, info: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text.rstrip()}\n{fence}"
+
+
+def _heading(result: SearchResult) -> str:
+    """A result's line above its quote: where, when, how well it matched."""
+    when = f"{result.date} · " if result.date else ""
+    return f"{when}{result.where} ({result.score:.2f}{', weak match' if result.weak else ''})"
 
 
 def _quote(text: str, limit: int = 300) -> str:

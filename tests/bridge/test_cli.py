@@ -473,7 +473,7 @@ async def test_without_an_llm_the_chat_saves_notes_and_answers_with_search_resul
     assert (scope_dir / "memory" / f"{today}.md").read_text() == "- I like green tea from Kyoto\n"
     assert lines[3] == "Memory search results (no language model is connected, so this is not an AI answer):"
     assert lines[4].startswith("1. ") and lines[5].startswith("2. ")
-    assert any(f". - I like green tea from Kyoto (memory/{today}.md:1, score 0." in line for line in lines[4:6])
+    assert any(f". - I like green tea from Kyoto ({today}, memory/{today}.md:1, score 0." in line for line in lines[4:6])
     assert "Forgotten for good: 1 in memory files" in out.decode()
     assert "has no earlier version" in out.decode() and "only an admin" not in out.decode()  # the terminal user may
     assert (scope_dir / "MEMORY.md").read_text() == "- likes tea\n"  # a revert cannot bring it back

@@ -452,7 +452,7 @@ async def test_search_keeps_to_the_scope(client: TestClient) -> None:
     assert [r["path"] for r in body["results"]] == ["knowledge/tech/servers.md"]
 
 
-async def test_weak_vector_neighbours_show_only_when_asked(tmp_path: Path) -> None:
+async def test_weak_vector_neighbours_show_only_when_asked_but_the_best_is_always_shown(tmp_path: Path) -> None:
     from memory import HashEmbedding, MemoryManager
 
     services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console=TOKENS)
@@ -464,8 +464,11 @@ async def test_weak_vector_neighbours_show_only_when_asked(tmp_path: Path) -> No
         plain = await _json(client, "/api/search?q=zebra%20migration&scope=alice")
         weak = await _json(client, "/api/search?q=zebra%20migration&scope=alice&weak=1")
     services.close()
-    assert plain["results"] == []  # what `membridge memory search` shows: nothing passes memory.min_score
-    assert weak["results"] and all(r["keyword_score"] is None and r["vector_score"] < 0.25 for r in weak["results"])
+    # what `membridge memory search` shows: nothing passes memory.min_score, so only the best, labelled weak
+    [best] = plain["results"]
+    assert best["weak"] is True and best["keyword_score"] is None
+    assert weak["results"] and all(r["keyword_score"] is None and r["weak"] for r in weak["results"])
+    assert weak["results"][0]["path"] == best["path"] and weak["results"][0]["start_line"] == best["start_line"]
 
 
 @pytest.mark.parametrize(("query", "status"), [

@@ -22,9 +22,9 @@ def count(manager, sql: str) -> int:
 
 
 def used_vectors_missing(manager) -> int:
-    """Chunks marked embedded whose vector is not in the cache (must always be 0)."""
-    return count(manager, "SELECT count(*) FROM chunks c WHERE c.vec_model IS NOT NULL AND NOT EXISTS"
-                          " (SELECT 1 FROM embed_cache e WHERE e.model = c.vec_model AND e.text_hash = c.text_hash)")
+    """Entries marked embedded whose vector is not in the cache (must always be 0)."""
+    return count(manager, "SELECT count(*) FROM entries n WHERE n.vec_model IS NOT NULL AND NOT EXISTS"
+                          " (SELECT 1 FROM embed_cache e WHERE e.model = n.vec_model AND e.text_hash = n.text_hash)")
 
 
 def test_appends_to_one_daily_file_leave_only_the_chunks_vectors_after_the_grace(make_manager) -> None:
@@ -53,24 +53,24 @@ def test_a_vector_used_again_within_the_grace_is_kept_and_unmarked(make_manager)
     manager.append_daily("alice", "the kiosk was redeployed")
     manager.indexer.sync()
     model = manager.embedder.model_id
-    with manager.db.transaction() as conn:  # what a running sync cached before writing its chunks
+    with manager.db.transaction() as conn:  # what a running sync cached before writing its entries
         manager.embed_cache.store_vectors(conn, model, {"pending-hash": np.ones(4, dtype=np.float32)})
         manager.embed_cache.store_vectors(conn, "old-model", {"gone-hash": np.ones(4, dtype=np.float32)})
     now = 1_000_000.0
     assert manager.embed_cache.collect_embed_cache(7, now=now) == (0, 3)
     assert count(manager, "SELECT count(*) FROM embed_cache_unused") == 2
-    # a sync writes a chunk with that text but no vector yet: in use again, so unmarked; the text the
-    # chunk had before is unused from now on, and only marked
-    [(original,)] = manager.db.query("SELECT text_hash FROM chunks")
+    # a sync writes an entry with that text but no vector yet: in use again, so unmarked; the text the
+    # entry had before is unused from now on, and only marked
+    [(original,)] = manager.db.query("SELECT text_hash FROM entries")
     with manager.db.transaction() as conn:
-        conn.execute("UPDATE chunks SET text_hash = 'pending-hash', vec_model = NULL")
+        conn.execute("UPDATE entries SET text_hash = 'pending-hash', vec_model = NULL")
     assert manager.embed_cache.collect_embed_cache(7, now=now + 30 * DAY) == (1, 2)  # the old model's goes
     assert sorted(tuple(row) for row in manager.db.query("SELECT model, text_hash, since FROM embed_cache_unused")) == [
         (model, original, now + 30 * DAY)]
     assert sorted(row[0] for row in manager.db.query("SELECT text_hash FROM embed_cache")) == sorted([original, "pending-hash"])
     # unused again: its grace starts anew from this pass, not from its first mark
     with manager.db.transaction() as conn:
-        conn.execute("DELETE FROM chunks")
+        conn.execute("DELETE FROM entries")
     assert manager.embed_cache.collect_embed_cache(7, now=now + 31 * DAY) == (0, 2)
     assert manager.embed_cache.collect_embed_cache(7, now=now + 37 * DAY) == (1, 1)
     assert [row[0] for row in manager.db.query("SELECT text_hash FROM embed_cache")] == ["pending-hash"]

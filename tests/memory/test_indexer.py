@@ -79,12 +79,12 @@ def test_changing_the_model_reembeds_from_stored_text(workspace, make_manager) -
     first.indexer.sync()
     second = make_manager(embedder=HashEmbedding(model_id="hash:b"))
     report = second.indexer.sync()
-    assert report.embed_calls == 1 and report.vectors_written == 1
+    assert report.embed_calls == 1 and report.vectors_written == 2  # one chunk, two entries
     assert manager_vec_models(second) == {"hash:b"}
 
 
 def manager_vec_models(manager) -> set[str]:
-    return {row[0] for row in manager.db.query("SELECT vec_model FROM chunks")}
+    return {row[0] for row in manager.db.query("SELECT vec_model FROM entries")}
 
 
 def test_dreams_and_dot_folders_are_not_indexed(workspace, make_manager) -> None:

@@ -163,10 +163,16 @@ def test_min_score_judges_relevance_before_recency(workspace, make_manager) -> N
     write(workspace, "alice", "memory/2026-06-01.md", "- the observatory dome needs new paint\n")  # 184 days old
     manager = make_manager(embedder=CosineByQuery())
     [old] = manager.search("near", "alice")  # no keyword match: a vector neighbour alone
-    assert old.keyword_score is None and old.vector_score == pytest.approx(1.0)
-    assert manager.search("far", "alice", min_score=0.15) == []  # 0.7 × 0.2 = 0.14: not relevant, at any age
-    [far] = manager.search("far", "alice", min_score=0.14)  # relevance 0.14 passes; its final score is lower
-    assert far.relevance == pytest.approx(0.14) and far.recency < 0.95 and far.score < 0.14
+    assert old.keyword_score is None and old.vector_score == pytest.approx(1.0) and not old.weak
+    [far] = manager.search("far", "alice", min_score=0.14)  # relevance 0.7 × 0.2 = 0.14 passes; its final score is lower
+    assert far.relevance == pytest.approx(0.14) and far.recency < 0.95 and far.score < 0.14 and far.weak
+
+
+def test_below_min_score_only_the_best_loose_match_is_shown_labelled_weak(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-06-01.md", "- the observatory dome needs new paint\n")
+    write(workspace, "alice", "memory/2026-05-01.md", "- a dome of glass\n")
+    [only] = make_manager(embedder=CosineByQuery()).search("far", "alice", min_score=0.15)  # 0.14: not relevant
+    assert only.path == "memory/2026-06-01.md" and only.weak and only.matches[0].text.endswith("new paint")
 
 
 def test_scopes_never_leak(workspace, make_manager) -> None:

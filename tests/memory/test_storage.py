@@ -92,21 +92,22 @@ def test_generations_count_changes_per_scope(embed_cache) -> None:
 
 
 @pytest.mark.parametrize("scan_over", [5000, 0])  # lookups, and one scan of the model's cache
-def test_scope_vectors_are_the_embedded_chunks_of_the_model(storage, embed_cache, monkeypatch, scan_over) -> None:
+def test_scope_vectors_are_the_embedded_entries_of_the_model(storage, embed_cache, monkeypatch, scan_over) -> None:
     monkeypatch.setattr("memory.embed_cache.SCAN_VECTORS_OVER", scan_over)
-    rows = storage.db.query("SELECT id, text_hash FROM chunks WHERE scope = 'alice' ORDER BY rowid")
+    rows = storage.db.query("SELECT id, text_hash FROM entries WHERE scope = 'alice' ORDER BY rowid")
+    assert len(rows) >= 2
     vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}
     with storage.db.transaction() as conn:
         embed_cache.store_vectors(conn, "m1", vectors)
         embed_cache.store_vectors(conn, "m2", {h: np.zeros(4, dtype=np.float32) for h in vectors})  # another model
         storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
         embed_cache.bump_generations(conn, ["alice"])
-    generation, chunk_ids, matrix = embed_cache.scope_vectors("alice", "m1")
+    generation, entry_ids, matrix = embed_cache.scope_vectors("alice", "m1")
     assert generation == 1
-    assert sorted(chunk_ids) == sorted(r[0] for r in rows[:-1])
-    by_id = dict(zip(chunk_ids, matrix, strict=True))
-    for chunk_id, hash_ in rows[:-1]:
-        np.testing.assert_array_equal(by_id[chunk_id], vectors[hash_])
+    assert sorted(entry_ids) == sorted(r[0] for r in rows[:-1])
+    by_id = dict(zip(entry_ids, matrix, strict=True))
+    for entry_id, hash_ in rows[:-1]:
+        np.testing.assert_array_equal(by_id[entry_id], vectors[hash_])
     assert embed_cache.scope_vectors("alice", "m2")[1] == []
 
 

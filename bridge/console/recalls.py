@@ -1,0 +1,39 @@
+"""The console's view of auto-recall: per turn, what was put before the model, and why.
+
+The recall log keeps no text (:mod:`memory.recall_log`): the person's message is read from the
+conversation store, and each recalled entry's lines from its file, shown only while they still
+hash as they did when recalled (``"text": null`` and ``"changed": true`` after an edit or a forget).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory import MemoryPathError
+
+from ..app import Services
+from .views import existing_scope, iso_time
+
+JSON = dict[str, Any]
+
+
+def recalls(services: Services, scope: str) -> list[JSON]:
+    """``GET /api/scopes/{scope}/recalls``: the scope's latest turns that recalled notes, newest first."""
+    scope = existing_scope(services, scope)
+    shown = []
+    for row in services.memory.recalls.for_scope(scope):
+        turns = services.conversations.messages_between(row["session_id"], row["seq"], row["seq"])
+        shown.append({"at": iso_time(row["at"]), "message": turns[0].text if turns else None,
+                      "entries": [_entry(services, scope, entry) for entry in row["entries"]]})
+    return shown
+
+
+def _entry(services: Services, scope: str, entry: JSON) -> JSON:
+    start, end = int(entry["start_line"]), int(entry["end_line"])
+    try:
+        text: str | None = services.memory.read_lines(scope, str(entry["path"]), start, end - start + 1)
+    except MemoryPathError:
+        text = None
+    same = text is not None and services.memory.recalls.still_reads(entry, text)
+    return {key: entry.get(key) for key in ("path", "start_line", "end_line", "date", "relevance", "why")} | {
+        "text": text if same else None, "changed": not same}

@@ -1,0 +1,43 @@
+"""Entries: what one vector stands for, and how they follow a chunk's lines."""
+
+from __future__ import annotations
+
+from memory.chunker import chunk_text
+from memory.entries import Entry, chunk_entries, entry_text, split_entries
+
+
+def test_a_daily_block_is_one_entry_per_note_with_its_continuation_lines() -> None:
+    text = ("## 09:00 conversation notes <!-- flush:7 -->\n- 用户的生日是三月十二日。\n- likes tea\n  more than coffee\n"
+            "- [D1:3] Caroline: hi\n\n# Wi-Fi\nThe password is on the fridge,\nunder the magnet.\n1. first step")
+    assert split_entries(text, 10) == [
+        Entry(11, 11, "- 用户的生日是三月十二日。"),
+        Entry(12, 13, "- likes tea\n  more than coffee"),
+        Entry(14, 14, "- [D1:3] Caroline: hi"),
+        Entry(17, 18, "The password is on the fridge,\nunder the magnet."),  # a paragraph; headings are no entry
+        Entry(19, 19, "1. first step"),
+    ]
+
+
+def test_what_is_embedded_leaves_out_flush_markers_and_equal_texts_share_a_hash() -> None:
+    marked, plain = Entry(1, 1, "- moved to Hangzhou <!-- flush:3 -->"), Entry(9, 9, "- moved to Hangzhou")
+    assert marked.embedded_text == "- moved to Hangzhou" and marked.text_hash == plain.text_hash
+
+
+def test_a_chunk_of_markers_and_headings_alone_has_no_entry() -> None:
+    assert split_entries("## 09:00 conversation notes\n<!-- flush:1 -->\n\n", 1) == []
+
+
+def test_overlapping_chunks_hold_the_same_entry_on_their_shared_lines() -> None:
+    notes = "".join(f"- note number {i} about something worth keeping for later\n" for i in range(40))
+    chunks = chunk_text(notes, scope="s", path="memory/2026-01-01.md", max_chars=300, overlap_lines=2)
+    first, second = chunks[0], chunks[1]
+    shared = {(e.start_line, e.text) for e in chunk_entries(first)} & {(e.start_line, e.text) for e in chunk_entries(second)}
+    assert len(shared) == 2  # the two overlap lines: one text each, embedded once by hash
+    every = [e for c in chunks for e in chunk_entries(c)]
+    assert {e.start_line for e in every} == set(range(1, 41))
+
+
+def test_a_piece_of_a_long_line_is_one_entry_and_entry_text_reads_lines_back() -> None:
+    [piece, *_] = chunk_text("- " + "word " * 400, scope="s", path="p.md", max_chars=200)
+    assert chunk_entries(piece) == [Entry(1, 1, piece.text)]
+    assert entry_text("a\nb\nc\nd", 5, 6, 7) == "b\nc"
