@@ -257,3 +257,39 @@ def test_an_unknown_address_says_so(browser: WebDriver, console_url: str) -> Non
     browser.get(f"{console_url}#/scope/carol")
     text_in(browser, "notice", "unknown scope 'carol' (known scopes: alice, bob)")
     no_severe_errors(browser, expected="404 (Not Found)")
+
+
+def test_another_script_can_add_a_view(browser: WebDriver, console_url: str) -> None:
+    """The status page (another script) registers itself; the router gives it #/status and a section."""
+    _open(browser, console_url, "read-tok")
+    text_in(browser, "scope-title", "Scope alice")
+    browser.execute_script(
+        "window.consoleViews.status = async (route, section) => {"
+        "  const scopes = await window.membridge.api('/api/scopes');"
+        "  section.textContent = `status: ${scopes.length} scopes, ${route.params.get('detail')}`; };")
+    browser.get(f"{console_url}#/status?detail=full")
+    text_in(browser, "view-status", "status: 2 scopes, full")
+    assert not browser.find_element(By.ID, "view-scope").is_displayed()
+    browser.back()
+    text_in(browser, "scope-title", "Scope alice")
+    assert not browser.find_element(By.ID, "view-status").is_displayed()
+    no_severe_errors(browser)
+
+
+def test_empty_parts_say_how_they_get_filled(browser: WebDriver, console_url: str) -> None:
+    """bob has a day of notes and nothing else yet: each empty part says who fills it, and links there."""
+    _open(browser, console_url, "read-tok", "/scope/bob")
+    text_in(browser, "overview-hints", "MEMORY.md is empty: Deep Dream fills it each night from the daily notes")
+    hints = browser.find_element(By.ID, "overview-hints")
+    assert "No dream diaries yet: Deep Dream writes one each night it changes MEMORY.md" in hints.text
+    hints.find_element(By.LINK_TEXT, "1 day of notes waits for it").click()
+    text_in(browser, "daily-content", "plays chess on Tuesdays")
+    assert browser.current_url.endswith("#/scope/bob/daily")
+    _pane(browser, "memory")
+    text_in(browser, "memory-empty", "MEMORY.md is empty. Deep Dream fills it each night from the daily notes (next at ")
+    assert "1 note from 1 day of daily memory waits for it." in browser.find_element(By.ID, "memory-empty").text
+    assert not browser.find_element(By.ID, "memory-content").is_displayed()
+    _pane(browser, "dreams")
+    text_in(browser, "dreams-empty", "No dream diaries yet. Deep Dream writes one each night it changes MEMORY.md")
+    assert not browser.find_element(By.ID, "dreams-content").is_displayed()  # no blank grey box
+    no_severe_errors(browser)

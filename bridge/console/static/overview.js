@@ -38,7 +38,8 @@
     const next = data.next_dream ? ` (next: ${when(data.next_dream)})` : " (it is off: memory.dream.enabled)";
     if (!data.memory_entries) {
       found.push([`MEMORY.md is empty: Deep Dream fills it each night from the daily notes${next}. `,
-        data.days ? el("a", { text: `${plural(data.days, "day")} of notes wait for it`, href: at("daily") })
+        data.days ? el("a", { text: `${plural(data.days, "day")} of notes ${data.days === 1 ? "waits" : "wait"} for it`,
+          href: at("daily") })
           : el("span", { text: "There are no notes yet." })]);
     }
     if (!data.days) {

@@ -75,7 +75,8 @@
     const overview = await api(`/api/scopes/${enc(scope)}/overview`);
     const next = overview.next_dream ? `next at ${mb.when(overview.next_dream)}` : "it is off: memory.dream.enabled";
     const waiting = overview.days
-      ? ` ${mb.plural(overview.notes, "note")} from ${mb.plural(overview.days, "day")} of daily memory wait for it.`
+      ? ` ${mb.plural(overview.notes, "note")} from ${mb.plural(overview.days, "day")} of daily memory `
+        + `${overview.notes === 1 ? "waits" : "wait"} for it.`
       : " There are no daily notes yet either: they come from conversations.";
     return `MEMORY.md is empty. Deep Dream fills it each night from the daily notes (${next}).${waiting}`;
   }
