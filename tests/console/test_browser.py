@@ -293,3 +293,19 @@ def test_empty_parts_say_how_they_get_filled(browser: WebDriver, console_url: st
     text_in(browser, "dreams-empty", "No dream diaries yet. Deep Dream writes one each night it changes MEMORY.md")
     assert not browser.find_element(By.ID, "dreams-content").is_displayed()  # no blank grey box
     no_severe_errors(browser)
+
+
+def test_a_long_passage_is_folded_around_its_match(browser: WebDriver, console_url: str, services: Services) -> None:
+    lines = [f"- errand number {n}: buy stamps" for n in range(1, 21)]
+    lines[14] = "- the spare key is under the blue flowerpot"
+    write(services.workspace.daily_dir("alice") / "2026-01-29.md", "\n".join(lines) + "\n")
+    _open(browser, console_url, "read-tok", "/scope/alice/search?q=flowerpot")
+    text_in(browser, "search-status", "1 result for “flowerpot”")
+    card = browser.find_element(By.CSS_SELECTOR, "#search-results .result")
+    marked = card.find_element(By.CSS_SELECTOR, "mark.ln")
+    assert marked.text == lines[14] and marked.get_attribute("data-line") == "15" and marked.is_displayed()
+    shown = [line.text for line in card.find_elements(By.CSS_SELECTOR, ".ln") if line.is_displayed()]
+    assert shown == lines[12:20]  # eight lines, from two before the match
+    card.find_element(By.XPATH, ".//button[text()='Show all 20 lines']").click()
+    assert [line.text for line in card.find_elements(By.CSS_SELECTOR, ".ln") if line.is_displayed()] == lines
+    assert card.find_element(By.CSS_SELECTOR, "a.where").text == "Daily memory of 2026-01-29, lines 1–20"

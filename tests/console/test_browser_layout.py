@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 from support.browser import (
     DESKTOP,
     PHONE,
@@ -105,6 +106,10 @@ def test_a_shared_link_to_a_page_opens_it_after_sign_in(tmp_path: Path, demo_url
         browser.back()
         text_in(browser, "page-title", "Internet provider")
         _fits(browser, "knowledge page")
+        assert not browser.find_element(By.CSS_SELECTOR, ".page[data-path='knowledge/pets/miso.md']").is_displayed()
+        Select(browser.find_element(By.ID, "page-pick")).select_by_value("knowledge/pets/miso.md")  # a phone's menu
+        text_in(browser, "page-title", "Miso")
+        assert browser.current_url.endswith("#/knowledge/pets/miso")
         no_severe_errors(browser)
 
 

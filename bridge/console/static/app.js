@@ -116,7 +116,18 @@
     return section;
   }
 
-  async function route() {
+  /**
+   * Draw the view of the current address. Calls run one after the other, each reading the address
+   * when its turn comes, so a slow view can never finish over the one the person went to next.
+   */
+  let drawing = Promise.resolve();
+
+  function route() {
+    drawing = drawing.then(draw, draw);
+    return drawing;
+  }
+
+  async function draw() {
     if (!state.signedIn) return;
     mb.closePending();
     mb.notice("");
@@ -148,6 +159,8 @@
         tab.href = mb.address(scoped ? ["scope", state.scope, scoped] : ["scope", state.scope]);
       }
       tab.classList.toggle("active", tab.dataset.view === name);
+      if (tab.dataset.view === name) tab.setAttribute("aria-current", "page");
+      else tab.removeAttribute("aria-current");
     }
   }
 

@@ -31,6 +31,13 @@
         return el("li", {}, [link]);
       })),
     ])));
+    $("page-pick").replaceChildren(...pages.map((page) => {
+      const option = el("option", { text: `${page.category} · ${page.title}` });
+      option.value = page.path;
+      return option;
+    }));
+    $("page-pick").value = path || "";
+    $("page-pick").hidden = pages.length === 0;
     if (!path) {
       $("page-title").textContent = "Knowledge";
       for (const id of ["page-path", "page-content"]) $(id).replaceChildren();
@@ -98,6 +105,9 @@
     }));
   }
 
+  $("page-pick").addEventListener("change", () => {
+    location.hash = pageAddress($("page-pick").value);
+  });
   window.addEventListener("console:signed-out", () => {
     if (graph) graph.destroy();
     graph = null;
