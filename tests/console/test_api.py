@@ -261,10 +261,12 @@ async def test_add_and_delete_lines(client: TestClient, services: Services) -> N
     body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
                        json=_edit(base=body["sha256"], op="add", line=0, text="# Alice"))
     assert body["content"] == "# Alice\n- likes tea\n- lives in Lisbon\n- has a cat called Miso\n"
+    assert body["changes"] == [{"kind": "added", "entry": None, "line": 1, "before": None, "after": "# Alice"}]
     body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
                        json=_edit(base=body["sha256"], op="delete", line=3))
     assert services.workspace.memory_file("alice").read_text() == "# Alice\n- likes tea\n- has a cat called Miso\n"
     assert "\n-- lives in Lisbon\n" in body["diff"]
+    assert body["changes"] == [{"kind": "removed", "entry": 2, "line": 3, "before": "lives in Lisbon", "after": None}]
 
 
 async def test_an_edit_over_someone_elses_change_is_refused(client: TestClient, services: Services) -> None:

@@ -110,6 +110,7 @@ def test_the_console_in_a_real_browser(browser: WebDriver, console_url: str, ser
 def test_a_read_only_token_sees_no_revert_button(browser: WebDriver, console_url: str) -> None:
     _open(browser, console_url, "read-tok", "/scope/alice/memory/version/1")
     text_in(browser, "version-title", "Version 1")
+    assert browser.current_url.endswith("#/scope/alice/memory/version/1")  # the token left the address
     assert not browser.find_element(By.ID, "revert-box").is_displayed()
     assert browser.find_element(By.ID, "read-only-note").is_displayed()
     assert not browser.find_element(By.ID, "memory-edit-start").is_displayed()

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from fakes.openai_server import FakeOpenAI
+from support.bot import make_services
 from support.cli import membridge
 
 from bridge.app import Services
@@ -98,3 +99,16 @@ async def test_stats_as_text(tmp_path: Path) -> None:
     assert "last Deep Dream never" in lines and "embeddings      none" in lines
     code, out, err = await membridge(config, "memory", "stats", "--scope", "nobody")
     assert code == 1 and "unknown scope 'nobody'" in err
+
+
+async def test_without_deep_dream_there_is_no_next_one(tmp_path: Path) -> None:
+    services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1", console={"token": "read-tok"},
+                             memory={"dream": {"enabled": False}})
+    services.memory.append_daily(SCOPE, "- a note")
+    try:
+        async with TestClient(TestServer(create_app(services))) as client:
+            overview = await (await client.get(f"/api/scopes/{SCOPE}/overview", headers=READ)).json()
+    finally:
+        services.close()
+    assert (overview["next_dream"], overview["last_dream"], overview["last_sync"]) == (None, None, None)
+    assert (overview["days"], overview["notes"], overview["memory_entries"]) == (1, 1, 0)
