@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 from support.bot import make_services
 from support.browser import DESKTOP, chromium, serve_console
-from support.console_data import DEMO_DAYS, DEMO_MEMORY, DEMO_PAGES, TOKENS, V1, V2, days_ago, write
+from support.console_data import DEMO_DAYS, DEMO_DREAM, DEMO_MEMORY, DEMO_PAGES, TOKENS, V1, V2, days_ago, write
 
 from bridge.app import Services
 
@@ -40,10 +41,13 @@ def demo(tmp_path: Path) -> Iterator[Services]:
     write(workspace.daily_dir("telegram-chat-77") / f"{days_ago(5)}.md", "- the team meets on Mondays\n")
     for ago, text in DEMO_DAYS.items():
         write(workspace.daily_dir("telegram-4242") / f"{days_ago(ago)}.md", text)
-    for content, cause in DEMO_MEMORY:
-        services.dreamer.memory_file.write("telegram-4242", content, cause)
-    write(workspace.dreams_dir("telegram-4242") / f"{days_ago(1)}.md",
-          "## 23:52\nMerged the two tea notes into one; kept the bike lock code; Porto is home now.\n")
+    services.dreamer.memory_file.write("telegram-4242", DEMO_MEMORY, "deep dream")
+
+    async def model(_instructions: str, _material: str) -> str:
+        return DEMO_DREAM
+
+    result = asyncio.run(services.dreamer.dream("telegram-4242", model, lookback_days=7))
+    assert result.status == "written", result
     for page, text in DEMO_PAGES.items():
         write(workspace.knowledge_dir / f"{page}.md", text)
     services.memory.indexer.sync(None)

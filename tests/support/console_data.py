@@ -29,10 +29,10 @@ DEMO_DAYS = {
     1: "- switched the internet to Fibra Porto, see the contacts/isp page\n- Miso the cat hates the vacuum\n",
     0: "- booked flights to Porto for June\n",
 }
-DEMO_MEMORY = (
-    (b"- likes tea\n- bike lock code is 4711\n", "deep dream"),
-    (b"- likes green tea, no sugar\n- bike lock code is 4711\n- lives in Porto since May\n", "deep dream"),
-)
+DEMO_MEMORY = b"- likes tea\n- bike lock code is 4711\n"
+# What the model answers the demo's Deep Dream (a real one, over the days above).
+DEMO_DREAM = ("[MEMORY]\n- likes green tea, no sugar\n- bike lock code is 4711\n- lives in Porto since May\n"
+              "[DREAM]\nMerged the two tea notes into one; kept the bike lock code; Porto is home now.\n")
 DEMO_PAGES = {
     "contacts/isp": "# Internet provider\nFibra Porto, support line +351 220 000 000.\nThe router: [[home/router]].\n",
     "home/router": "# Home router\nIn the hall cupboard; admin page at 192.168.1.1.\nProvider: [[contacts/isp]].\n",
