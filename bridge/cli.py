@@ -36,6 +36,7 @@ from .cli_memory import (
     cmd_memory_history,
     cmd_memory_revert,
     cmd_memory_search,
+    cmd_memory_stats,
     cmd_memory_sync,
 )
 from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
@@ -266,6 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
                 example="membridge memory dream --days 3", details="Needs an LLM (llm.* in config.yaml).")
     dream.add_argument("--days", type=_days, default=None, help="daily files to read (1-30; default memory.dream.lookback_days)")
     dream.add_argument("--force", action="store_true", help="dream even over daily memory already dreamt")
+    add(memory, "stats", cmd_memory_stats, "a scope's memory at a glance: counts, last sync, Deep Dream, embeddings",
+        example="membridge memory stats --json",
+        details="The same figures as the memory console's overview: MEMORY.md entries, notes and days of daily\n"
+                "memory, dream diaries, knowledge pages, last sync, last and next Deep Dream, the embedder,\n"
+                "and (--json) the notes of each of the last 91 days.")
     history = add(memory, "history", cmd_memory_history, "list MEMORY.md versions", example="membridge memory history",
                   details="--file memory/YYYY-MM-DD.md lists a daily file's versions (one per console edit).")
     revert = add(memory, "revert", cmd_memory_revert, "restore a MEMORY.md version (default: the previous one)",

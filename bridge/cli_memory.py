@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cli_common import CommandError, print_json, require_workspace, run_async, scope_arg, stderr_progress
 
@@ -92,6 +92,41 @@ def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
         if result.diff:
             print(result.diff, end="")
     return 0 if result.status in ("written", "skipped") else 1
+
+
+def cmd_memory_stats(services: Services, args: argparse.Namespace) -> int:
+    from .overview import scope_overview
+
+    scope = scope_arg(services, args, must_exist=True)
+    overview = scope_overview(services, scope)
+    if args.json:
+        print_json(overview)
+        return 0
+    for label, value in _stats_lines(overview):
+        print(f"{label:<16}{value}")
+    return 0
+
+
+def _stats_lines(overview: dict[str, Any]) -> list[tuple[str, str]]:
+    span = f" ({overview['first_day']} to {overview['last_day']})" if overview["days"] else ""
+    recent = sum(day["notes"] for day in overview["notes_per_day"])
+    embedding = overview["embedding"]
+    return [
+        ("scope", overview["scope"]),
+        ("MEMORY.md", _count(overview["memory_entries"], "entry", "entries")),
+        ("daily memory", f"{_count(overview['notes'], 'note')} on {_count(overview['days'], 'day')}{span}"),
+        (f"last {len(overview['notes_per_day'])} days", _count(recent, "note")),
+        ("dream diaries", str(overview["dream_diaries"])),
+        ("knowledge", f"{_count(overview['knowledge_pages'], 'page')} (shared by every scope)"),
+        ("last sync", overview["last_sync"] or "never"),
+        ("last Deep Dream", overview["last_dream"] or "never"),
+        ("next Deep Dream", overview["next_dream"] or "off (memory.dream.enabled: false)"),
+        ("embeddings", embedding["provider"] + (f" ({embedding['model']})" if embedding["model"] else "")),
+    ]
+
+
+def _count(number: int, one: str, many: str = "") -> str:
+    return f"{number} {one if number == 1 else many or one + 's'}"
 
 
 def _versioned_file(args: argparse.Namespace) -> str:

@@ -67,8 +67,12 @@ class DailyTimer:
 
     async def next_run(self, now: datetime | None = None) -> datetime:
         """When the job runs next: today's fire time, or tomorrow's once today's has run."""
+        return await offload.run(self.next_run_blocking, now)
+
+    def next_run_blocking(self, now: datetime | None = None) -> datetime:
+        """:meth:`next_run` for a worker thread (the console's overview): it reads SQLite."""
         today = (now or self._clock()).date()
-        last = await offload.run(self._get_last_run)
+        last = self._get_last_run()
         return self.fire_time(today) if last != today else self.fire_time(today + timedelta(days=1))
 
     async def tick(self) -> None:

@@ -167,6 +167,12 @@ class DeepDream:
         days = "\n\n".join(f"### {d}\n{text if text else '(no notes this day)'}" for d, text in window)
         return f"## Current MEMORY.md\n{memory.strip() or '(empty)'}\n\n## Daily notes, newest first\n{days}"
 
+    def last_dreamt(self, scope: str) -> float | None:
+        """When a dream last read ``scope``'s daily memory (a Unix time; None: never), whether or not
+        it changed MEMORY.md: what the console's overview shows as the last Deep Dream."""
+        rows = self.manager.db.query("SELECT dreamed_at FROM dream_state WHERE scope = ?", (scope,))
+        return float(rows[0][0]) if rows else None
+
     def _already_dreamt(self, scope: str, input_hash: str) -> bool:
         rows = self.manager.db.query("SELECT input_hash FROM dream_state WHERE scope = ?", (scope,))
         return bool(rows) and rows[0][0] == input_hash

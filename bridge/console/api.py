@@ -89,6 +89,11 @@ async def scopes(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, views.list_scopes))
 
 
+@routes.get("/api/scopes/{scope}/overview")
+async def overview(request: web.Request) -> web.Response:
+    return _reply(await _in_thread(request, views.overview, request.match_info["scope"]))
+
+
 @routes.get("/api/scopes/{scope}/memory")
 async def memory(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, views.memory_view, request.match_info["scope"]))

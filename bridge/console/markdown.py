@@ -5,12 +5,13 @@ raw HTML in the markdown is escaped (markdown-it's ``html`` option is off), link
 http(s) and mailto are refused (``javascript:``, ``data:``… stay text), and images are not loaded
 (an image is shown as its link). Links to other pages, ``[[wiki]]`` or relative ``page.md``, resolve
 by the knowledge base's own rules (:meth:`memory.knowledge.KnowledgeService.link_resolver`) and
-carry a ``data-page`` attribute the page script follows; a link to no page is marked dead.
+carry a ``data-page`` attribute and an address of the console (``#/knowledge/<category>/<slug>``),
+and a ``[[link]]`` without a label reads as the page's title; a link to no page is marked dead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -26,9 +27,15 @@ _EXTERNAL = ("http://", "https://", "mailto:")
 _DEAD_TITLE = "no such page in the knowledge base"
 
 
-def render_page(text: str, resolve: Resolver) -> str:
-    """``text`` (markdown) as safe HTML, its page links resolved with ``resolve(link, wiki)``."""
-    return str(_markdown().render(text, {"resolve": resolve}))
+def render_page(text: str, resolve: Resolver, titles: Mapping[str, str]) -> str:
+    """``text`` (markdown) as safe HTML, its page links resolved with ``resolve(link, wiki)``;
+    ``titles`` (page path → title) names the pages a bare ``[[link]]`` leads to."""
+    return str(_markdown().render(text, {"resolve": resolve, "titles": titles}))
+
+
+def page_address(path: str) -> str:
+    """The console's address of a page: ``knowledge/tech/deploy.md`` → ``#/knowledge/tech/deploy``."""
+    return "#/" + path.removesuffix(".md")
 
 
 @cache
@@ -60,7 +67,7 @@ def _wikilink(state: StateInline, silent: bool) -> bool:
     if not silent:
         reference, _bar, label = inner.partition("|")
         token = state.push("wikilink", "", 0)
-        token.meta = {"reference": reference.split("#", 1)[0], "label": (label or reference).strip()}
+        token.meta = {"reference": reference.split("#", 1)[0], "label": label.strip() or None}
     state.pos = end + 2
     return True
 
@@ -68,11 +75,12 @@ def _wikilink(state: StateInline, silent: bool) -> bool:
 def _render_wikilink(renderer: RendererHTML, tokens: Sequence[Token], index: int, options: OptionsDict,
                      env: EnvType) -> str:
     meta: dict[str, Any] = tokens[index].meta
-    label = escapeHtml(meta["label"])
     target = env["resolve"](meta["reference"], True)
+    label = escapeHtml(meta["label"] or env["titles"].get(target) or meta["reference"].strip())
     if target is None:
         return f'<span class="dead-link" title="{_DEAD_TITLE}">{label}</span>'
-    return f'<a href="#{escapeHtml(target)}" class="page-link" data-page="{escapeHtml(target)}">{label}</a>'
+    return (f'<a href="{escapeHtml(page_address(target))}" class="page-link" data-page="{escapeHtml(target)}">'
+            f'{label}</a>')
 
 
 def _render_link_open(renderer: RendererHTML, tokens: Sequence[Token], index: int, options: OptionsDict,
@@ -90,7 +98,7 @@ def _render_link_open(renderer: RendererHTML, tokens: Sequence[Token], index: in
         token.attrSet("class", "dead-link")
         token.attrSet("title", _DEAD_TITLE)
     else:
-        token.attrSet("href", f"#{target}")
+        token.attrSet("href", page_address(target))
         token.attrSet("class", "page-link")
         token.attrSet("data-page", target)
     return renderer.renderToken(tokens, index, options, env)

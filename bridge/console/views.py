@@ -13,11 +13,10 @@ listed with the file, shown as a diff and revertible.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,11 @@ from memory import (
 )
 
 from ..app import Services
+from ..overview import dated_files, iso_time, scope_overview
+from .changes import plain_changes
 
 MAX_SEARCH_LIMIT = 100
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DATED_NAME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 
 JSON = dict[str, Any]
 
@@ -53,11 +53,6 @@ class Conflict(RuntimeError):
     """The request is valid but the memory's state does not allow it (HTTP 409)."""
 
 
-def iso_time(timestamp: float) -> str:
-    """UTC with an explicit offset, so the browser can show it in the operator's own time zone."""
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat(timespec="seconds")
-
-
 # ------------------------------------------------------------------ scopes
 def existing_scope(services: Services, scope: str) -> str:
     """``scope`` if it is a valid name (else ScopeError → 400) that exists on disk (else 404)."""
@@ -70,6 +65,11 @@ def existing_scope(services: Services, scope: str) -> str:
     return scope
 
 
+def overview(services: Services, scope: str) -> JSON:
+    """The scope's overview (:func:`bridge.overview.scope_overview`): the console's landing page."""
+    return scope_overview(services, existing_scope(services, scope))
+
+
 def list_scopes(services: Services) -> list[JSON]:
     return [_scope_summary(services, scope) for scope in services.workspace.list_scopes()]
 
@@ -77,8 +77,8 @@ def list_scopes(services: Services) -> list[JSON]:
 def _scope_summary(services: Services, scope: str) -> JSON:
     workspace = services.workspace
     memory = workspace.memory_file(scope)
-    daily = _dated_files(workspace.daily_dir(scope))
-    dreams = _dated_files(workspace.dreams_dir(scope))
+    daily = dated_files(workspace.daily_dir(scope))
+    dreams = dated_files(workspace.dreams_dir(scope))
     files = [path for _day, path in daily + dreams] + ([memory] if memory.is_file() else [])
     newest = max((path.stat().st_mtime for path in files), default=None)
     return {
@@ -89,23 +89,6 @@ def _scope_summary(services: Services, scope: str) -> JSON:
         "last_activity": None if newest is None else iso_time(newest),
         "versions": len(services.dreamer.memory_file.versions(scope)),
     }
-
-
-def _dated_files(folder: Path) -> list[tuple[str, Path]]:
-    """``(date, path)`` of the regular ``YYYY-MM-DD.md`` files in ``folder``, newest first.
-
-    Symbolic links are left out: the memory index does not follow them either.
-    """
-    try:
-        with os.scandir(folder) as entries:
-            found = [
-                (match.group(1), Path(entry.path))
-                for entry in entries
-                if (match := _DATED_NAME_RE.match(entry.name)) and entry.is_file(follow_symlinks=False)
-            ]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(found, reverse=True)
 
 
 def _text(data: bytes) -> str:
@@ -157,6 +140,7 @@ def version_view(services: Services, scope: str, version_id: int, file: str = ME
         "previous": None if previous is None else previous.id,
         "content": content,
         "diff": unified_diff(before, content, file),
+        "changes": plain_changes(before, content),
     }
 
 
@@ -181,12 +165,16 @@ def revert(services: Services, scope: str, version: int | None, file: str = MEMO
     """Write the chosen version's exact bytes back to ``file`` (recorded as a new version)."""
     memory_file: MemoryFile = services.dreamer.memory_file
     scope = existing_scope(services, scope)
-    try:
-        new_version, diff = memory_file.revert(scope, version, file)
-    except KeyError as exc:
-        message = str(exc.args[0])
-        raise (Conflict(message) if version is None else NotFound(message)) from None
-    return {"scope": scope, "version": new_version, "diff": diff, "changed": bool(diff)}
+    with services.memory.lock:  # before and after are the revert's own (the lock is re-entrant)
+        before = _text(memory_file.read(scope, file))
+        try:
+            new_version, diff = memory_file.revert(scope, version, file)
+        except KeyError as exc:
+            message = str(exc.args[0])
+            raise (Conflict(message) if version is None else NotFound(message)) from None
+        after = _text(memory_file.read(scope, file))
+    return {"scope": scope, "version": new_version, "diff": diff, "changed": bool(diff),
+            "changes": plain_changes(before, after)}
 
 
 # ---------------------------------------------------------- daily / dreams
@@ -209,7 +197,7 @@ def dreams_list(services: Services, scope: str) -> list[JSON]:
 
 
 def _dated_list(folder: Path) -> list[JSON]:
-    return [{"date": day, "size": path.stat().st_size} for day, path in _dated_files(folder)]
+    return [{"date": day, "size": path.stat().st_size} for day, path in dated_files(folder)]
 
 
 def daily_file(services: Services, scope: str, day: str) -> JSON:
@@ -250,7 +238,16 @@ def search(services: Services, query: Mapping[str, str]) -> JSON:
     limit = _parse_limit(query.get("limit"))
     weak = _parse_flag(query.get("weak"), "weak")
     results = services.memory.search(words, scope, limit=limit, min_score=0.0 if weak else None)
-    return {"query": words, "scope": scope, "weak": weak, "results": [result.to_dict() for result in results]}
+    return {"query": words, "scope": scope, "weak": weak, "weights": _weights(services),
+            "results": [result.to_dict() for result in results]}
+
+
+def _weights(services: Services) -> JSON:
+    """The configured parts of a score, so the page can say "0.81 × 0.7" (README "How search ranks")."""
+    settings = services.config.memory
+    return {"hybrid": services.config.embedding.provider != "none", "vector": settings.vector_weight,
+            "keyword": settings.keyword_weight, "coverage": settings.coverage_weight,
+            "recency": settings.recency_weight, "min_score": settings.min_score}
 
 
 def _parse_flag(raw: str | None, name: str) -> bool:
@@ -286,7 +283,9 @@ def knowledge_page(services: Services, path: str | None) -> JSON:
     if not path:
         raise BadRequest("path is required, e.g. path=tech/deploy")
     content = services.knowledge.read(path)
-    return {"path": path, "content": content, "html": render_page(content, services.knowledge.link_resolver(path))}
+    titles = {page.path: page.title for page in services.knowledge.list_pages()}
+    html = render_page(content, services.knowledge.link_resolver(path), titles)
+    return {"path": path, "content": content, "html": html}
 
 
 def knowledge_graph(services: Services) -> JSON:
@@ -362,7 +361,8 @@ def edit_lines(services: Services, scope: str, edit: LineEdit) -> JSON:
         after = _apply(before, edit)
         version = None if edit.preview else _save(services, scope, edit, after)
     return {"scope": scope, "file": edit.file, "preview": edit.preview, "version": version,
-            "diff": unified_diff(_text(before), _text(after), edit.file), "content": _text(after),
+            "diff": unified_diff(_text(before), _text(after), edit.file),
+            "changes": plain_changes(_text(before), _text(after)), "content": _text(after),
             "sha256": _sha256(after)}
 
 

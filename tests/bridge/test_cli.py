@@ -219,7 +219,7 @@ def test_every_command_has_a_description_and_an_example(capsys) -> None:
     from bridge.cli import main
 
     commands = [["run"], ["chat"], ["console"], ["doctor"]] + [["memory", name] for name in (
-        "sync", "search", "get", "add", "dream", "history", "revert")] + [["knowledge", name] for name in (
+        "sync", "search", "get", "add", "dream", "stats", "history", "revert")] + [["knowledge", name] for name in (
         "list", "show", "add", "rm", "graph")]
     for command in commands:
         with pytest.raises(SystemExit) as exit_:

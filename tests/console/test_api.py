@@ -189,7 +189,8 @@ async def test_a_version_that_is_not_there(client: TestClient, path: str, status
 # ---------------------------------------------------------------- revert
 async def test_revert_restores_the_exact_bytes_of_the_chosen_version(client: TestClient, services: Services) -> None:
     body = await _json(client, "/api/scopes/alice/memory/revert", method="POST", json={"version": 1}, headers=ADMIN)
-    assert body == {"scope": "alice", "version": 4, "diff": unified_diff(V2.decode(), V1.decode()), "changed": True}
+    assert body == {"scope": "alice", "version": 4, "diff": unified_diff(V2.decode(), V1.decode()), "changed": True,
+                    "changes": [{"kind": "changed", "entry": 2, "line": 2, "before": "lives in Lisbon", "after": "café ☕"}]}
     assert services.workspace.memory_file("alice").read_bytes() == V1
     versions = (await _json(client, "/api/scopes/alice/memory"))["versions"]
     assert [(v["id"], v["cause"]) for v in versions] == [(4, "revert to version 1"), (2, "deep dream"),
@@ -198,7 +199,7 @@ async def test_revert_restores_the_exact_bytes_of_the_chosen_version(client: Tes
 
 async def test_revert_to_what_the_file_already_holds_records_nothing(client: TestClient, services: Services) -> None:
     body = await _json(client, "/api/scopes/alice/memory/revert", method="POST", json={"version": 2}, headers=ADMIN)
-    assert body == {"scope": "alice", "version": 2, "diff": "", "changed": False}
+    assert body == {"scope": "alice", "version": 2, "diff": "", "changed": False, "changes": []}
     assert len(services.dreamer.memory_file.versions("alice")) == 2
 
 
@@ -241,7 +242,9 @@ async def test_an_edit_is_previewed_then_saved_as_a_new_version(client: TestClie
     after = b"- likes tea\n- lives in Porto\n"
     assert preview == {"scope": "alice", "file": "MEMORY.md", "preview": True, "version": None,
                        "diff": unified_diff(V2.decode(), after.decode()), "content": after.decode(),
-                       "sha256": hashlib.sha256(after).hexdigest()}
+                       "sha256": hashlib.sha256(after).hexdigest(),
+                       "changes": [{"kind": "changed", "entry": 2, "line": 2, "before": "lives in Lisbon",
+                                    "after": "lives in Porto"}]}
     assert path.read_bytes() == V2  # a preview writes nothing
     saved = await _json(client, "/api/scopes/alice/lines", method="POST", json=edit, headers=ADMIN)
     assert saved == {**preview, "preview": False, "version": 4}
@@ -258,10 +261,12 @@ async def test_add_and_delete_lines(client: TestClient, services: Services) -> N
     body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
                        json=_edit(base=body["sha256"], op="add", line=0, text="# Alice"))
     assert body["content"] == "# Alice\n- likes tea\n- lives in Lisbon\n- has a cat called Miso\n"
+    assert body["changes"] == [{"kind": "added", "entry": None, "line": 1, "before": None, "after": "# Alice"}]
     body = await _json(client, "/api/scopes/alice/lines", method="POST", headers=ADMIN,
                        json=_edit(base=body["sha256"], op="delete", line=3))
     assert services.workspace.memory_file("alice").read_text() == "# Alice\n- likes tea\n- has a cat called Miso\n"
     assert "\n-- lives in Lisbon\n" in body["diff"]
+    assert body["changes"] == [{"kind": "removed", "entry": 2, "line": 3, "before": "lives in Lisbon", "after": None}]
 
 
 async def test_an_edit_over_someone_elses_change_is_refused(client: TestClient, services: Services) -> None:
@@ -311,9 +316,13 @@ async def test_a_daily_edit_is_listed_with_its_diff_and_can_be_undone(client: Te
     assert shown["previous"] == 4 and shown["content"] == ""
     assert shown["diff"] == unified_diff(MISO.decode(), "", "memory/2026-01-31.md")
     assert (await _json(client, f"{DAY}/versions/4"))["diff"].endswith("+- the cat is called Miso\n")
+    assert shown["changes"] == [{"kind": "removed", "entry": 1, "line": 1, "before": "the cat is called Miso",
+                                 "after": None}]
     undone = await _json(client, f"{DAY}/revert", method="POST", json={"version": 4}, headers=ADMIN)
     assert undone == {"scope": "alice", "version": 6, "changed": True,
-                      "diff": unified_diff("", MISO.decode(), "memory/2026-01-31.md")}
+                      "diff": unified_diff("", MISO.decode(), "memory/2026-01-31.md"),
+                      "changes": [{"kind": "added", "entry": 1, "line": 1, "before": None,
+                                   "after": "the cat is called Miso"}]}
     assert path.read_bytes() == MISO
     assert await _found(client, "Miso") == {"memory/2026-01-31.md", "knowledge/pets/cats.md"}  # the index follows
     assert [v.id for v in services.dreamer.memory_file.versions("alice")] == [2, 1]  # MEMORY.md's are its own
@@ -434,10 +443,13 @@ async def test_unknown_endpoints_and_methods_answer_in_json(client: TestClient) 
 async def test_search_shows_every_score(client: TestClient, services: Services) -> None:
     body = await _json(client, "/api/search?q=Miso&scope=alice&limit=5")
     expected = services.memory.search("Miso", "alice", limit=5)  # what the CLI finds: memory.min_score applies
-    assert body == {"query": "Miso", "scope": "alice", "weak": False, "results": [r.to_dict() for r in expected]}
+    weights = {"hybrid": False, "vector": 0.7, "keyword": 0.3, "coverage": 0.05, "recency": 0.1, "min_score": 0.1}
+    assert body == {"query": "Miso", "scope": "alice", "weak": False, "weights": weights,
+                    "results": [r.to_dict() for r in expected]}
     weak = await _json(client, "/api/search?q=Miso&scope=alice&limit=5&weak=1")
     everything = services.memory.search("Miso", "alice", limit=5, min_score=0.0)
-    assert weak == {"query": "Miso", "scope": "alice", "weak": True, "results": [r.to_dict() for r in everything]}
+    assert weak == {"query": "Miso", "scope": "alice", "weak": True, "weights": weights,
+                    "results": [r.to_dict() for r in everything]}
     hits = {(r.path, r.start_line, r.end_line, r.source, r.scope) for r in expected}
     assert hits == {("memory/2026-01-31.md", 1, 1, "memory", "alice"),
                     ("knowledge/pets/cats.md", 1, 2, "knowledge", "@knowledge")}
@@ -494,9 +506,9 @@ async def test_knowledge_pages_and_their_text(client: TestClient) -> None:
         "path": "tech/servers", "content": "# Servers\nThe Porto box.\n", "html": "<h1>Servers</h1>\n<p>The Porto box.</p>\n"}
     deploy = await _json(client, "/api/knowledge/page?path=knowledge/tech/deploy.md")
     assert deploy["html"] == (
-        '<h1>Deploying</h1>\n<p>See <a href="#knowledge/tech/servers.md" class="page-link" '
-        'data-page="knowledge/tech/servers.md">tech/servers</a> and <a href="#knowledge/pets/cats.md" '
-        'class="page-link" data-page="knowledge/pets/cats.md">cats</a>.</p>\n')
+        '<h1>Deploying</h1>\n<p>See <a href="#/knowledge/tech/servers" class="page-link" '
+        'data-page="knowledge/tech/servers.md">Servers</a> and <a href="#/knowledge/pets/cats" '
+        'class="page-link" data-page="knowledge/pets/cats.md">cats</a>.</p>\n')  # a bare [[link]]: the title
 
 
 HOSTILE = """# Hostile <img src=x onerror="window.pwned=1">
@@ -512,7 +524,7 @@ async def test_a_hostile_page_renders_as_inert_html(client: TestClient, services
     assert "<script" not in html and "<img" not in html and "<b>" not in html and 'href="javascript' not in html
     assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html and 'href="data' not in html
     assert "[md link](javascript:window.pwned=1)" in html  # an unsafe link stays text
-    assert ('<a href="#knowledge/tech/servers.md" class="page-link" data-page="knowledge/tech/servers.md">'
+    assert ('<a href="#/knowledge/tech/servers" class="page-link" data-page="knowledge/tech/servers.md">'
             "the &lt;b&gt;servers&lt;/b&gt;</a>") in html
     assert '<span class="dead-link" title="no such page in the knowledge base">nowhere</span>' in html
     assert '<a href="https://example.org/" target="_blank" rel="noopener noreferrer">away</a>' in html
