@@ -1,0 +1,144 @@
+"""The usage book: one row per turn (and per model request) in ``index.db``, kept ``usage.keep_days``.
+
+Durable, so that what a person spent survives a restart (limits are per day, not per process), and
+so that another process (``membridge usage``, the console's status page) reads the same figures as
+the running bot. Tokens are the model's own ``usage`` figures; where a server sends none they are
+estimated from the characters and the row says so (``estimated``).
+
+Rows name a scope (whose budget the turn spent: a person's, or a group's), a channel and an outcome;
+never a text. :mod:`bridge.metering` writes them; the readers are here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
+
+from memory import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS usage_turns (
+    id INTEGER PRIMARY KEY, at REAL NOT NULL, day TEXT NOT NULL, scope TEXT NOT NULL, channel TEXT NOT NULL,
+    outcome TEXT NOT NULL, prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    estimated INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS usage_turns_scope_day ON usage_turns (scope, day);
+CREATE INDEX IF NOT EXISTS usage_turns_at ON usage_turns (at);
+CREATE TABLE IF NOT EXISTS usage_requests (id INTEGER PRIMARY KEY, at REAL NOT NULL, ms REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS usage_requests_at ON usage_requests (at);
+"""
+OUTCOMES = ("answered", "refused", "failed", "deduplicated")
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One turn as the book keeps it; ``request_ms``: the latency of each of its model requests."""
+
+    at: datetime
+    scope: str
+    channel: str
+    outcome: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+    request_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """What one scope spent on one day."""
+
+    day: str
+    scope: str
+    prompt_tokens: int
+    completion_tokens: int
+    turns: int
+    refused: int
+    estimated: bool
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_json(self) -> dict[str, object]:
+        return {**asdict(self), "tokens": self.tokens}
+
+
+class UsageBook:
+    """Writes and reads the usage tables of one workspace's ``index.db``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.execute_script(SCHEMA)
+
+    def record(self, turn: TurnRecord) -> None:
+        stamp = turn.at.timestamp()
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO usage_turns (at, day, scope, channel, outcome, prompt_tokens, completion_tokens, estimated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (stamp, turn.at.date().isoformat(), turn.scope, turn.channel, turn.outcome, turn.prompt_tokens,
+                 turn.completion_tokens, int(turn.estimated)))
+            conn.executemany("INSERT INTO usage_requests (at, ms) VALUES (?, ?)", [(stamp, ms) for ms in turn.request_ms])
+
+    def spent(self, scope: str, day: date) -> tuple[int, int]:
+        """(tokens, answered turns) of ``scope`` on ``day``: what limits are checked against."""
+        [row] = self.db.query(
+            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), coalesce(sum(outcome = 'answered'), 0)"
+            " FROM usage_turns WHERE scope = ? AND day = ?", (scope, day.isoformat()))
+        return int(row[0]), int(row[1])
+
+    def report(self, first_day: date, last_day: date, scope: str | None = None, limit: int | None = None) -> list[UsageRow]:
+        """Per scope and day from ``first_day`` to ``last_day``, the biggest spenders first within a day
+        (newest day first); deduplicated deliveries are not turns anyone spent."""
+        where, params = "day BETWEEN ? AND ? AND outcome != 'deduplicated'", [first_day.isoformat(), last_day.isoformat()]
+        if scope is not None:
+            where += " AND scope = ?"
+            params.append(scope)
+        sql = (f"SELECT day, scope, sum(prompt_tokens), sum(completion_tokens), sum(outcome = 'answered'),"
+               f" sum(outcome = 'refused'), max(estimated) FROM usage_turns WHERE {where} GROUP BY day, scope"
+               " ORDER BY day DESC, sum(prompt_tokens + completion_tokens) DESC, scope")
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [UsageRow(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]))
+                for r in self.db.query(sql, params)]
+
+    def outcomes_since(self, since: float) -> dict[str, int]:
+        """Turns by outcome since ``since`` (every outcome present, 0 when none)."""
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for outcome, count in self.db.query("SELECT outcome, count(*) FROM usage_turns WHERE at >= ? GROUP BY outcome",
+                                            (since,)):
+            counts[str(outcome)] = int(count)
+        return counts
+
+    def hourly(self, since: float) -> dict[int, tuple[int, int]]:
+        """(answered, failed) per hour since ``since``, keyed by the hour's index from ``since``."""
+        rows = self.db.query(
+            "SELECT CAST((at - ?) / 3600 AS INTEGER) AS hour, sum(outcome = 'answered'), sum(outcome = 'failed')"
+            " FROM usage_turns WHERE at >= ? GROUP BY hour", (since, since))
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    def request_latencies(self, since: float) -> list[float]:
+        """Model request latencies (ms) since ``since``, in order."""
+        return [float(r[0]) for r in self.db.query("SELECT ms FROM usage_requests WHERE at >= ? ORDER BY ms", (since,))]
+
+    def prune(self, before: float) -> int:
+        """Drop rows older than ``before`` (the nightly pass; the book must not grow forever)."""
+        with self.db.transaction() as conn:
+            deleted = conn.execute("DELETE FROM usage_turns WHERE at < ?", (before,)).rowcount
+            conn.execute("DELETE FROM usage_requests WHERE at < ?", (before,))
+        return int(deleted)
+
+
+def days_back(today: date, days: int) -> tuple[date, date]:
+    """The ``days`` days ending with ``today``."""
+    return today - timedelta(days=days - 1), today
+
+
+def percentile(ordered: Sequence[float], share: float) -> float | None:
+    """The nearest-rank percentile of an ordered list (None when empty)."""
+    if not ordered:
+        return None
+    rank = max(1, -(-len(ordered) * share // 1))
+    return ordered[int(rank) - 1]
