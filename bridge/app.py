@@ -81,7 +81,10 @@ class Services:
         nothing reads what was being forgotten."""
         from memory import ConversationStore, Forgetter, MemoryFile, MemoryManager, make_embedder, pending_forget_jobs
 
-        embedder = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
+        from .metered_embedding import MeteredEmbedder
+
+        configured = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
+        embedder = MeteredEmbedder(configured) if configured is not None else None
         manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
         if pending_forget_jobs(manager):
             Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager)).resume()

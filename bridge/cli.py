@@ -137,7 +137,7 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
               "Ctrl-C stops it)", file=sys.stderr)
 
     try:
-        asyncio.run(until_stopped(serve(services, on_started=started)))
+        asyncio.run(until_stopped(serve(services, on_started=started, health=True)))
     except ConsoleError as exc:
         raise CommandError(str(exc)) from None
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,11 @@ def workspace_checks(services: Services) -> list[tuple[str, Check]]:
         return None if services.flush_worker.alive else "the flush worker is not running"
 
     return [("index", lambda: index_problem(services.memory.db.path)), ("flush_worker", flush_worker)]
+
+
+def channel_check(name: str, started: Container[str]) -> Check:
+    """A channel is ready once it has started (connected, or listening for its webhook)."""
+    return lambda: None if name in started else f"the {name} channel has not connected"
 
 
 def start_health(settings: MetricsSettings, checks: Callable[[], Iterable[tuple[str, Check]]],

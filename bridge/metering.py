@@ -53,7 +53,7 @@ class TurnMeter:
             return None
         now = self.clock()
         tokens, turns = await offload.run(self.book.spent, scope, now.date())
-        over = _over(tokens, self.limits.daily_tokens, "tokens") or _over(turns, self.limits.daily_turns, "messages")
+        over = _over(tokens, self.limits.daily_tokens, "token") or _over(turns, self.limits.daily_turns, "message")
         if over is None:
             return None
         reset = datetime.combine(now.date() + timedelta(days=1), time())
@@ -76,4 +76,6 @@ class TurnMeter:
 
 
 def _over(spent: int, limit: int | None, what: str) -> str | None:
-    return f"{limit:,} {what} a day" if limit is not None and spent >= limit else None
+    if limit is None or spent < limit:
+        return None
+    return f"{limit:,} {what}{'' if limit == 1 else 's'} a day"

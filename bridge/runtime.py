@@ -26,7 +26,7 @@ from plugins import Action, Event, EventContext, PluginRegistry
 from . import metrics, offload
 from .app import Services
 from .console import start_in_background
-from .health import Check, start_health, workspace_checks
+from .health import Check, channel_check, start_health, workspace_checks
 from .logs import STATUS_LOGGER
 from .stopping import stop_on_signals
 
@@ -179,10 +179,7 @@ class Bridge:
 
     def readiness(self) -> list[tuple[str, Check]]:
         """``/readyz`` of ``membridge run``: the index, the flush worker, each channel started."""
-        def channel_check(name: str) -> Check:
-            return lambda: None if name in self._connected else f"the {name} channel has not connected"
-
-        return [*workspace_checks(self.services), *((name, channel_check(name)) for name in self.channels)]
+        return [*workspace_checks(self.services), *((name, channel_check(name, self._connected)) for name in self.channels)]
 
     def _say_running(self) -> None:
         self._started_at = time.monotonic()

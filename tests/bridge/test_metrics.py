@@ -1,0 +1,110 @@
+"""/metrics, /healthz and /readyz of `membridge run`, scraped over HTTP around real turns.
+
+The bot is the real stack (python-telegram-bot against the fake Telegram server, the openai client
+against the fake OpenAI server, SQLite); each test scrapes before and after and checks exact deltas.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+
+import pytest
+from fakes.openai_server import _count_tokens
+from support.scrape import delta, eventually, probe, scrape, value
+
+
+async def test_an_answered_turn_counts_the_turn_the_request_its_tokens_and_its_latency(metered_bot) -> None:
+    telegram, llm, services, base = metered_bot
+    before = await scrape(base)
+    llm.reply("Hello Ann, nice to meet you.")
+    telegram.push_text(501, 501, "hi, I'm Ann")
+    await telegram.wait_sent(1)
+
+    async def sent_and_timed() -> bool:
+        return delta(before, await scrape(base), "membridge_turn_seconds_count", channel="telegram") == 1
+
+    await eventually(sent_and_timed, "the turn's latency to be observed")
+    after = await scrape(base)
+    [request] = llm.requests
+    prompt = _count_tokens(json.dumps(request["messages"]))
+    completion = _count_tokens("Hello Ann, nice to meet you.")
+    assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="answered") == 1
+    assert delta(before, after, "membridge_model_requests_total", model="fake-model", outcome="ok") == 1
+    assert delta(before, after, "membridge_model_tokens_total", model="fake-model", kind="prompt", estimated="false") == prompt
+    assert delta(before, after, "membridge_model_tokens_total", model="fake-model", kind="completion",
+                 estimated="false") == completion
+    assert delta(before, after, "membridge_model_request_seconds_count", model="fake-model") == 1
+    assert delta(before, after, "membridge_model_request_seconds_bucket", model="fake-model", le="+Inf") == 1
+    assert delta(before, after, "membridge_turn_seconds_bucket", channel="telegram", le="+Inf") == 1
+    [row] = services.usage.report(date.today(), date.today())
+    assert (row.scope, row.prompt_tokens, row.completion_tokens, row.turns, row.estimated) == (
+        "telegram-501", prompt, completion, 1, False)
+
+
+async def test_a_failed_model_a_redelivery_and_a_tool_search_are_counted_as_such(metered_bot) -> None:
+    telegram, llm, services, base = metered_bot
+    before = await scrape(base)
+    llm.fail(500, times=3)  # the client's two retries fail too
+    update = telegram.push_text(501, 501, "are you there?")
+    [failure] = await telegram.wait_sent(1)
+    assert "Something went wrong" in failure["text"]
+    llm.tool_call("memory_search", {"query": "nothing like this"})
+    llm.reply("I found nothing.")
+    telegram.push_update({**update, "update_id": update["update_id"] + 100})  # the same message again: dropped
+    telegram.push_text(501, 501, "what do you know about sailing?")
+    await telegram.wait_sent(2)
+    after = await scrape(base)
+    assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="failed") == 1
+    assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="deduplicated") == 1
+    assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="answered") == 1
+    assert delta(before, after, "membridge_model_requests_total", model="fake-model", outcome="server") == 1
+    assert delta(before, after, "membridge_model_requests_total", model="fake-model", outcome="ok") == 2
+    assert delta(before, after, "membridge_memory_search_seconds_count") == 1
+    assert delta(before, after, "membridge_memory_searches_empty_total") == 1
+    assert delta(before, after, "membridge_memory_search_results_bucket", le="0.0") == 1
+    since = datetime.now().timestamp() - 3600
+    assert services.usage.outcomes_since(since) == {"answered": 1, "refused": 0, "failed": 1, "deduplicated": 1}
+
+
+@pytest.mark.parametrize("bot_settings", [{"context": {"max_turns": 1}}])
+async def test_a_flush_and_a_dream_move_the_job_and_dream_metrics(metered_bot) -> None:
+    telegram, llm, _services, base = metered_bot
+    before = await scrape(base)
+    assert value(before, "membridge_flush_jobs", state="pending") == 0
+    llm.reply("Noted.")
+    telegram.push_text(501, 501, "I started learning the cello today")
+    await telegram.wait_sent(1)
+    llm.reply("Nice.")
+    llm.reply("- started learning the cello")  # the flush's summary of the trimmed turn
+    telegram.push_text(501, 501, "and I like green tea")
+    await telegram.wait_sent(2)
+
+    async def flushed() -> bool:
+        return delta(before, await scrape(base), "membridge_flush_jobs", state="done") >= 1
+
+    await eventually(flushed, "the flush job to be done")
+    llm.reply("[MEMORY]\n- learning the cello\n[DREAM]\nmusic")
+    telegram.push_text(501, 501, "/memory dream")
+    await telegram.wait_sent(3)
+    after = await scrape(base)
+    assert delta(before, after, "membridge_dream_runs_total", outcome="changed") == 1
+    assert value(after, "membridge_flush_oldest_pending_age_seconds") == 0
+
+
+async def test_readyz_says_which_check_fails_and_recovers_while_healthz_stays_alive(metered_bot) -> None:
+    _telegram, _llm, services, base = metered_bot
+    assert await probe(base, "/readyz") == (200, {"status": "ready", "checks": {
+        "index": "ok", "flush_worker": "ok", "telegram": "ok"}})
+    index = services.memory.db.path
+    moved = index.with_name("index.db.away")
+    index.rename(moved)
+    status, body = await probe(base, "/readyz")
+    assert status == 503 and body["status"] == "not ready"
+    assert body["checks"]["index"].startswith(f"cannot open {index}")
+    assert body["checks"]["telegram"] == "ok"
+    assert await probe(base, "/healthz") == (200, {"status": "alive"})
+    moved.rename(index)
+    assert (await probe(base, "/readyz"))[0] == 200
+    assert await probe(base, "/healthz") == (200, {"status": "alive"})
+    assert (await probe(base, "/nothing"))[0] == 404
