@@ -115,6 +115,14 @@ class Services:
 
         return UsageBook(self.memory.db)
 
+    async def usage_text(self, scope: str, is_admin: bool) -> str:
+        """``/usage``: the scope's own spending (and for an admin, the day's top spenders)."""
+        from .usage import chat_summary
+
+        limits = self.config.limits
+        return await offload.run(lambda: chat_summary(self.usage, scope, is_admin=is_admin, today=date.today(),
+                                                      limits=(limits.daily_tokens, limits.daily_turns)))
+
     @property
     def is_open(self) -> bool:
         """The workspace's index is open (a metrics scrape reads only what is already open)."""

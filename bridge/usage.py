@@ -142,3 +142,28 @@ def percentile(ordered: Sequence[float], share: float) -> float | None:
         return None
     rank = max(1, -(-len(ordered) * share // 1))
     return ordered[int(rank) - 1]
+
+
+def chat_summary(book: UsageBook, scope: str, *, is_admin: bool, today: date, limits: tuple[int | None, int | None],
+                 top: int = 10) -> str:
+    """``/usage``: what this chat's scope spent today and this week, its limits, and for an admin the
+    day's top spenders."""
+    [mine] = book.report(*days_back(today, 1), scope=scope) or [UsageRow(today.isoformat(), scope, 0, 0, 0, 0, False)]
+    week = book.report(*days_back(today, 7), scope=scope)
+    lines = [f"Today: {_spend(mine.turns, mine.tokens, mine.estimated)}"
+             f" ({mine.prompt_tokens:,} prompt + {mine.completion_tokens:,} answer)."
+             + (f" {mine.refused} refused over the limit." if mine.refused else ""),
+             f"Last 7 days: {_spend(sum(r.turns for r in week), sum(r.tokens for r in week), any(r.estimated for r in week))}."]
+    tokens, turns = limits
+    if not is_admin and (tokens or turns):
+        parts = [f"{turns:,} messages" if turns else "", f"{tokens:,} tokens" if tokens else ""]
+        lines.append("Daily limit: " + " and ".join(part for part in parts if part) + "; it resets at midnight.")
+    if is_admin:
+        leaders = book.report(*days_back(today, 1), limit=top)
+        lines.append("Top today:" if leaders else "Nobody has used the model today.")
+        lines += [f"{n}. {row.scope}: {_spend(row.turns, row.tokens, row.estimated)}" for n, row in enumerate(leaders, 1)]
+    return "\n".join(lines)
+
+
+def _spend(turns: int, tokens: int, estimated: bool) -> str:
+    return f"{turns:,} message{'' if turns == 1 else 's'}, {'~' if estimated else ''}{tokens:,} tokens"

@@ -355,14 +355,14 @@ async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file,
     from fakes.slack_server import BOT_TOKEN, FakeSlack
     from fakes.telegram_server import TOKEN, FakeTelegram
 
-    port, slack_port = free_port(), free_port()
+    port, slack_port, metrics_port = free_port(), free_port(), free_port()
     async with FakeTelegram() as telegram, FakeSlack() as slack:
         config = config_file(
             channels={"terminal": {"user": "alice"},
                       "telegram": {"enabled": True, "token": TOKEN, "base_url": telegram.base_url},
                       "slack": {"enabled": True, "bot_token": "${SLACK_BOT_TOKEN}", "signing_secret": "s3cret-sign",
                                 "api_url": slack.api_url, "port": slack_port}},
-            console={"enabled": True, "port": port, "token": "console-read-token"})
+            console={"enabled": True, "port": port, "token": "console-read-token"}, metrics={"port": metrics_port})
         env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN}  # as an operator sets it: bolt must not warn about it
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bridge", "--config", str(config), "run", cwd=ROOT, env=env,
@@ -378,12 +378,13 @@ async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file,
     stderr = "".join(seen) + rest.decode()
     assert process.returncode == 0, stderr
     lines = _status_lines(stderr)
-    assert lines[:2] == ["embeddings: none (keyword search only)",
-                         f"console: http://127.0.0.1:{port}/ (sign in with console.token or console.admin_token)"]
-    assert re.fullmatch(r"nightly run \(summaries, Deep Dream\): next at \d{4}-\d\d-\d\d \d\d:\d\d", lines[2])
-    assert lines[3] == "telegram: @membridge_bot (polling)"
-    assert lines[4] == f"slack: team Fake Team as @membridge (Events API at http://127.0.0.1:{slack_port}/slack/events)"
-    assert lines[5:] == ["running: terminal, telegram, slack; Ctrl-C or SIGTERM stops it",
+    assert lines[:3] == ["embeddings: none (keyword search only)",
+                         f"console: http://127.0.0.1:{port}/ (sign in with console.token or console.admin_token)",
+                         f"metrics: http://127.0.0.1:{metrics_port}/metrics (health: /healthz, /readyz)"]
+    assert re.fullmatch(r"nightly run \(summaries, Deep Dream\): next at \d{4}-\d\d-\d\d \d\d:\d\d", lines[3])
+    assert lines[4] == "telegram: @membridge_bot (polling)"
+    assert lines[5] == f"slack: team Fake Team as @membridge (Events API at http://127.0.0.1:{slack_port}/slack/events)"
+    assert lines[6:] == ["running: terminal, telegram, slack; Ctrl-C or SIGTERM stops it",
                          "stopped: terminal, telegram, slack (up 0h 00m)"]
     assert "console-read-token" not in stderr and BOT_TOKEN not in stderr
     assert "token will be unused" not in stderr and "WARNING" not in stderr, stderr
