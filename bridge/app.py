@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .worker import FlushWorker
 
 log = logging.getLogger(__name__)
+NIGHTLY_RUN_KEY = "nightly.last_run"  # meta: the day the nightly pass last ran for
 NIGHTLY_SUCCESS_KEY = "nightly.last_success"  # meta: when the nightly pass last finished with every step ok
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -280,14 +281,16 @@ class Services:
     def timer(self) -> DailyTimer:
         from .timer import DailyTimer
 
-        def last_run() -> date | None:
-            value = self.memory.get_meta("nightly.last_run")
-            return date.fromisoformat(value) if value else None
-
         def set_last_run(day: date) -> None:
-            self.memory.set_meta("nightly.last_run", day.isoformat())
+            self.memory.set_meta(NIGHTLY_RUN_KEY, day.isoformat())
 
-        return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=last_run, set_last_run=set_last_run)
+        return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=self.nightly_last_run,
+                          set_last_run=set_last_run)
+
+    def nightly_last_run(self) -> date | None:
+        """The day the nightly pass last ran for (whatever its steps' outcome)."""
+        value = self.memory.get_meta(NIGHTLY_RUN_KEY)
+        return date.fromisoformat(value) if value else None
 
     def terminal_user(self) -> str:
         """The person at this terminal: ``channels.terminal.user``, else the login name."""

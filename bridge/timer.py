@@ -67,9 +67,12 @@ class DailyTimer:
 
     async def next_run(self, now: datetime | None = None) -> datetime:
         """When the job runs next: today's fire time, or tomorrow's once today's has run."""
-        today = (now or self._clock()).date()
-        last = await offload.run(self._get_last_run)
-        return self.fire_time(today) if last != today else self.fire_time(today + timedelta(days=1))
+        return self.next_run_after(now or self._clock(), await offload.run(self._get_last_run))
+
+    def next_run_after(self, now: datetime, last_run: date | None) -> datetime:
+        """:meth:`next_run` for a caller that has read the last run itself (the console's status page)."""
+        today = now.date()
+        return self.fire_time(today) if last_run != today else self.fire_time(today + timedelta(days=1))
 
     async def tick(self) -> None:
         """Run today's job if its time has come and it has not run, else sleep until it is due."""
