@@ -57,7 +57,8 @@ def test_status_top_usage_flush_backlog_and_nightly(services: Services) -> None:
     today = datetime.now()
     for n in range(12):
         services.usage.record(TurnRecord(today, f"telegram-{n}", "telegram", "answered", 10 * n, n))
-    with services.memory.db.transaction() as conn:
+    assert services.conversations.job_backlog() == ({}, None)
+    with services.memory.db.transaction() as conn:  # a flush job the worker has not run yet
         conn.execute("INSERT INTO jobs (kind, session_id, scope, seq_from, seq_to, reason, day, created_at)"
                      " VALUES ('flush', 'telegram-1|c', 'telegram-1', 1, 2, 'trim', '2026-12-07', ?)", (now - 90,))
     services.memory.set_meta(NIGHTLY_SUCCESS_KEY, "2026-12-07T00:01:02+01:00")
