@@ -65,8 +65,7 @@ async def serve(services: Services, *, on_started: Callable[[str], None] | None 
     app = create_app(services)
     runner = web.AppRunner(app)
     await runner.setup()
-    stop_health = (start_health(services.config.metrics, lambda: [("index", lambda: index_problem(services.memory.db.path))],
-                                lambda: [services]) if health else None)
+    stop_health: Callable[[], None] | None = None
     try:
         try:
             await web.TCPSite(runner, settings.host, settings.port).start()
@@ -77,6 +76,9 @@ async def serve(services: Services, *, on_started: Callable[[str], None] | None 
         _warn_if_exposed(settings.host)
         if on_started is not None:
             on_started(url)
+        if health:
+            stop_health = start_health(services.config.metrics, lambda: [("index", lambda: index_problem(
+                services.memory.db.path))], lambda: [services])
         await asyncio.Event().wait()
     finally:
         if stop_health is not None:

@@ -359,3 +359,37 @@ def test_screenshots_at_desktop_and_phone_sizes(browser: WebDriver, console_url:
         assert overflow["overflow"] <= 0, (view, overflow)  # nothing wider than the screen
         _shot(browser, f"console-{name}-{view}.png")
     _no_severe_errors(browser)
+
+
+def test_the_status_page_draws_the_bots_records_as_charts(browser: WebDriver, console_url: str,
+                                                          services: Services) -> None:
+    from datetime import datetime, timedelta
+
+    from bridge.usage import TurnRecord
+
+    now = datetime.now()
+    for minutes, scope, outcome, tokens in [(5, "telegram-1", "answered", (900, 100)), (6, "telegram-1", "answered", (300, 50)),
+                                            (7, "slack-T1-U2", "answered", (200, 20)), (8, "slack-T1-U2", "failed", (0, 0))]:
+        services.usage.record(TurnRecord(now - timedelta(minutes=minutes), scope, "telegram", outcome, *tokens,
+                                         request_ms=(250.0,) if outcome == "answered" else ()))
+    browser.get(f"{console_url}#token=read-tok")
+    _text_in(browser, "role", "read-only")
+    browser.find_element(By.ID, "status-tab").click()
+    assert browser.current_url.endswith("#/status")
+    section = browser.find_element(By.ID, "view-status")
+    top = section.find_element(By.CSS_SELECTOR, "rect[data-scope='telegram-1']")
+    assert top.find_element(By.TAG_NAME, "title").get_attribute("textContent") == (
+        "telegram-1: 1,200 prompt + 150 completion tokens, 2 turns")
+    widths = {part: float(section.find_element(By.CSS_SELECTOR, f"rect[data-part='{part}']").get_attribute("width"))
+              for part in ("answered", "failed", "refused")}
+    assert widths == {"answered": 240.0, "failed": 80.0, "refused": 0.0}  # 3 of 4 turns, 1 of 4, none
+    assert "4 turns" in section.text and "p50 250 ms · p95 250 ms" in section.text
+    assert "0 pending" in section.text and "last success never" in section.text
+    assert browser.find_element(By.ID, "view-scopes").is_displayed() is False
+    assert browser.find_element(By.ID, "notice").get_attribute("textContent") == ""  # no error on the page
+    _shot(browser, "console-status.png")
+    browser.find_element(By.CSS_SELECTOR, ".tab[data-view='search']").click()  # another tab hides the status
+    _wait(browser, ec.invisibility_of_element_located((By.ID, "view-status")))
+    assert not browser.current_url.endswith("#/status")
+    browser.find_element(By.ID, "status-tab").click()  # and the link opens it again
+    _wait(browser, ec.visibility_of_element_located((By.ID, "view-status")))
