@@ -93,15 +93,30 @@ async def test_dream_history_and_revert(config_file, tmp_path, fake_llm) -> None
 
 
 async def test_doctor_reports_each_part(config_file, fake_llm, tmp_path) -> None:
-    config = config_file(fake_llm.base_url, llm={"base_url": fake_llm.base_url, "api_key": "test-key", "model": "fake-model"})
+    port = free_port()
+    config = config_file(fake_llm.base_url, llm={"base_url": fake_llm.base_url, "api_key": "test-key", "model": "fake-model"},
+                         metrics={"port": port})
     code, out, _ = await membridge(config, "doctor")
     lines = out.splitlines()
-    assert [line.split(":")[0].split()[-1] for line in lines] == ["config", "sqlite", "workspace", "lancedb", "embeddings", "llm"]
-    assert code == 0 and all(line.startswith("ok") for line in lines)
+    assert [line.split(":")[0].split()[-1] for line in lines] == [
+        "config", "sqlite", "workspace", "lancedb", "embeddings", "llm", "running"]
+    assert code == 0 and all(line.startswith("ok") for line in lines[:6])
     assert lines[0] == f"ok    config: {config}" and lines[2].startswith(f"ok    workspace: {tmp_path / 'ws'}: ")
     assert lines[5] == f"ok    llm: {fake_llm.base_url} reachable, model 'fake-model'"
+    assert lines[6].startswith(f"skip  running: no membridge process answers at http://127.0.0.1:{port}/readyz (")
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor")
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
+
+
+async def test_doctor_reads_the_running_bots_readiness(tmp_path, metered_bot) -> None:
+    _telegram, llm, services, base = metered_bot
+    config = tmp_path / "doctor.yaml"
+    config.write_text(json.dumps({"workspace": str(services.config.workspace), "embedding": {"provider": "none"},
+                                  "llm": {"base_url": llm.base_url, "api_key": "test-key", "model": "fake-model"},
+                                  "metrics": {"port": services.config.metrics.port}}), encoding="utf-8")
+    code, out, _ = await membridge(config, "doctor")
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"ok    running: {base}/readyz: ready (index, flush_worker, telegram)"
 
 
 async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -> None:
