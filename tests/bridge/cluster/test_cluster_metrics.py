@@ -1,0 +1,65 @@
+"""A worker's /metrics and /readyz over real Redis: lease moves when a worker is killed, per-shard
+stream figures, and readiness that follows Redis going away and coming back."""
+
+from __future__ import annotations
+
+import pytest
+from support.cluster import Role, cluster_config, wait_all
+from support.ports import free_port
+from support.scrape import delta, eventually, probe, scrape, value
+
+pytestmark = pytest.mark.slow
+SHARDS = 4
+
+
+def _config(tmp_path, redis_server, fake_llm, fake_telegram, name: str, port: int):
+    return cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
+                          telegram_url=fake_telegram.base_url, shards=SHARDS, lease_ttl_s=2.0, name=name,
+                          metrics={"port": port})
+
+
+@pytest.mark.timeout(300)
+async def test_a_killed_workers_shards_move_and_the_survivor_counts_and_reports_them(
+        tmp_path, redis_server, fake_llm, fake_telegram) -> None:
+    ports = free_port(), free_port()
+    configs = [_config(tmp_path, redis_server, fake_llm, fake_telegram, f"w{n}.yaml", port) for n, port in enumerate(ports)]
+    workers = [await Role.start(config, "worker", f"worker-{n}") for n, config in enumerate(configs)]
+    base = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        await wait_all(workers, lambda: all(len(w.shards) == SHARDS // 2 for w in workers), "two workers, two shards each")
+        before = await scrape(base[1])
+        assert value(before, "membridge_cluster_lease_moves_total", change="claimed") == 2
+        survivor_shards = sorted(workers[1].shards)
+
+        async def backlog_published() -> bool:
+            samples = await scrape(base[1])
+            return all(("membridge_cluster_lag", frozenset({("shard", str(n))})) in samples for n in survivor_shards)
+
+        await eventually(backlog_published, "the survivor's shards in its /metrics")
+        workers[0].kill()
+        await wait_all(workers[1:], lambda: len(workers[1].shards) == SHARDS, "the survivor holding every shard")
+        after = await scrape(base[1])
+        assert delta(before, after, "membridge_cluster_lease_moves_total", change="claimed") == 2
+        assert delta(before, after, "membridge_cluster_lease_moves_total", change="lost") == 0
+        assert value(after, "membridge_cluster_pending", shard=str(survivor_shards[0])) == 0
+        assert (await probe(base[1], "/readyz"))[0] == 200
+
+        await redis_server.stop()
+
+        async def not_ready() -> bool:
+            return (await probe(base[1], "/readyz"))[0] == 503
+
+        await eventually(not_ready, "/readyz to turn 503 with Redis gone", timeout=10)
+        _status, body = await probe(base[1], "/readyz")
+        assert body["checks"]["redis"].startswith(f"Redis at {redis_server.url} does not answer")
+        assert all(result == "ok" for name, result in body["checks"].items() if name != "redis")
+        assert await probe(base[1], "/healthz") == (200, {"status": "alive"})
+        await redis_server.start()
+
+        async def ready() -> bool:
+            return (await probe(base[1], "/readyz"))[0] == 200
+
+        await eventually(ready, "/readyz back to 200 with Redis back", timeout=10)
+    finally:
+        for worker in workers:
+            await worker.stop()
