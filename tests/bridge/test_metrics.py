@@ -108,3 +108,24 @@ async def test_readyz_says_which_check_fails_and_recovers_while_healthz_stays_al
     assert (await probe(base, "/readyz"))[0] == 200
     assert await probe(base, "/healthz") == (200, {"status": "alive"})
     assert (await probe(base, "/nothing"))[0] == 404
+
+
+def test_the_index_is_counted_per_scope_kind_never_per_scope(tmp_path) -> None:
+    from support.bot import make_services
+
+    from bridge.metrics import WorkspaceCollector, scope_kind
+
+    assert [scope_kind(s) for s in ("telegram-42", "telegram-chat--100", "slack-T1-U2", "slack-channel-T1-C9",
+                                    "terminal-alice", "global", "knowledge")] == [
+        "telegram", "telegram-chat", "slack", "slack-channel", "terminal", "global", "knowledge"]
+    services = make_services(tmp_path / "ws", "http://127.0.0.1:9/v1")
+    for scope in ("telegram-1", "telegram-2", "telegram-chat--5"):
+        services.memory.append_daily(scope, f"- a note of {scope}")
+    services.memory.indexer.sync()
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in WorkspaceCollector(lambda: [services]).collect() for sample in family.samples}
+    assert samples[("membridge_indexed_chunks", (("kind", "telegram"),))] == 2
+    assert samples[("membridge_indexed_chunks", (("kind", "telegram-chat"),))] == 1
+    assert samples[("membridge_indexed_vectors", (("kind", "telegram"),))] == 0  # embedding.provider: none
+    assert not any("telegram-1" in str(labels) for _name, labels in samples)
+    services.close()
