@@ -6,7 +6,9 @@ the running bot. Tokens are the model's own ``usage`` figures; where a server se
 estimated from the characters and the row says so (``estimated``).
 
 Rows name a scope (whose budget the turn spent: a person's, or a group's), a channel and an outcome;
-never a text. :mod:`bridge.metering` writes them; the readers are here.
+never a text. Each scope's day is also kept added up (``usage_daily``, in the same transaction), so
+a limit check reads one row however busy the day was. :mod:`bridge.metering` writes them; the
+readers are here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ CREATE INDEX IF NOT EXISTS usage_turns_scope_day ON usage_turns (scope, day);
 CREATE INDEX IF NOT EXISTS usage_turns_at ON usage_turns (at);
 CREATE TABLE IF NOT EXISTS usage_requests (id INTEGER PRIMARY KEY, at REAL NOT NULL, ms REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS usage_requests_at ON usage_requests (at);
+CREATE TABLE IF NOT EXISTS usage_daily (
+    day TEXT NOT NULL, scope TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    turns INTEGER NOT NULL, refused INTEGER NOT NULL, estimated INTEGER NOT NULL, PRIMARY KEY (day, scope)
+) WITHOUT ROWID;
 """
 OUTCOMES = ("answered", "refused", "failed", "deduplicated")
 
@@ -73,32 +79,39 @@ class UsageBook:
         db.execute_script(SCHEMA)
 
     def record(self, turn: TurnRecord) -> None:
-        stamp = turn.at.timestamp()
+        stamp, day = turn.at.timestamp(), turn.at.date().isoformat()
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO usage_turns (at, day, scope, channel, outcome, prompt_tokens, completion_tokens, estimated)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (stamp, turn.at.date().isoformat(), turn.scope, turn.channel, turn.outcome, turn.prompt_tokens,
-                 turn.completion_tokens, int(turn.estimated)))
+                (stamp, day, turn.scope, turn.channel, turn.outcome, turn.prompt_tokens, turn.completion_tokens,
+                 int(turn.estimated)))
             conn.executemany("INSERT INTO usage_requests (at, ms) VALUES (?, ?)", [(stamp, ms) for ms in turn.request_ms])
+            if turn.outcome != "deduplicated":  # a dropped redelivery is nobody's spending
+                conn.execute(
+                    "INSERT INTO usage_daily VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, scope) DO UPDATE SET"
+                    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+                    " completion_tokens = completion_tokens + excluded.completion_tokens,"
+                    " turns = turns + excluded.turns, refused = refused + excluded.refused,"
+                    " estimated = max(estimated, excluded.estimated)",
+                    (day, turn.scope, turn.prompt_tokens, turn.completion_tokens, int(turn.outcome == "answered"),
+                     int(turn.outcome == "refused"), int(turn.estimated)))
 
     def spent(self, scope: str, day: date) -> tuple[int, int]:
         """(tokens, answered turns) of ``scope`` on ``day``: what limits are checked against."""
-        [row] = self.db.query(
-            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), coalesce(sum(outcome = 'answered'), 0)"
-            " FROM usage_turns WHERE scope = ? AND day = ?", (scope, day.isoformat()))
-        return int(row[0]), int(row[1])
+        rows = self.db.query("SELECT prompt_tokens + completion_tokens, turns FROM usage_daily WHERE day = ? AND scope = ?",
+                             (day.isoformat(), scope))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
     def report(self, first_day: date, last_day: date, scope: str | None = None, limit: int | None = None) -> list[UsageRow]:
         """Per scope and day from ``first_day`` to ``last_day``, the biggest spenders first within a day
-        (newest day first); deduplicated deliveries are not turns anyone spent."""
-        where, params = "day BETWEEN ? AND ? AND outcome != 'deduplicated'", [first_day.isoformat(), last_day.isoformat()]
+        (newest day first)."""
+        where, params = "day BETWEEN ? AND ?", [first_day.isoformat(), last_day.isoformat()]
         if scope is not None:
             where += " AND scope = ?"
             params.append(scope)
-        sql = (f"SELECT day, scope, sum(prompt_tokens), sum(completion_tokens), sum(outcome = 'answered'),"
-               f" sum(outcome = 'refused'), max(estimated) FROM usage_turns WHERE {where} GROUP BY day, scope"
-               " ORDER BY day DESC, sum(prompt_tokens + completion_tokens) DESC, scope")
+        sql = (f"SELECT day, scope, prompt_tokens, completion_tokens, turns, refused, estimated FROM usage_daily"
+               f" WHERE {where} ORDER BY day DESC, prompt_tokens + completion_tokens DESC, scope")
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [UsageRow(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]))
@@ -124,10 +137,13 @@ class UsageBook:
         return [float(r[0]) for r in self.db.query("SELECT ms FROM usage_requests WHERE at >= ? ORDER BY ms", (since,))]
 
     def prune(self, before: float) -> int:
-        """Drop rows older than ``before`` (the nightly pass; the book must not grow forever)."""
+        """Drop rows older than ``before``, and the days before its day (the nightly pass; the book
+        must not grow forever)."""
+        first_day = datetime.fromtimestamp(before).date().isoformat()
         with self.db.transaction() as conn:
             deleted = conn.execute("DELETE FROM usage_turns WHERE at < ?", (before,)).rowcount
             conn.execute("DELETE FROM usage_requests WHERE at < ?", (before,))
+            conn.execute("DELETE FROM usage_daily WHERE day < ?", (first_day,))
         return int(deleted)
 
 
