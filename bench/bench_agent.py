@@ -222,11 +222,12 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         prepare_workspace(root, f"telegram-{USER_ID}", gen, files=100 if args.quick else 300)
         cases = [
-            ("keyword-only, no tool call", False, False, "on"),
+            # metering off first and on between two more cases: the first case of a process is the slowest
             ("keyword-only, no tool call, metrics off", False, False, "off"),
             ("keyword-only, no tool call, limits on", False, False, "limits"),
-            ("keyword-only, 1 memory_search per turn", False, True, "on"),
+            ("keyword-only, no tool call", False, False, "on"),
             ("keyword-only, 1 memory_search per turn, metrics off", False, True, "off"),
+            ("keyword-only, 1 memory_search per turn", False, True, "on"),
             ("hybrid HashEmbedding(512), no tool call", True, False, "on"),
             ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on"),
         ]

@@ -1,4 +1,4 @@
-"""The usage book: one row per turn (and per model request) in ``index.db``, kept ``usage.keep_days``.
+"""The usage book: one row per turn in ``index.db`` (with its model requests' latencies), kept ``usage.keep_days``.
 
 Durable, so that what a person spent survives a restart (limits are per day, not per process), and
 so that another process (``membridge usage``, the console's status page) reads the same figures as
@@ -23,12 +23,9 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage_turns (
     id INTEGER PRIMARY KEY, at REAL NOT NULL, day TEXT NOT NULL, scope TEXT NOT NULL, channel TEXT NOT NULL,
     outcome TEXT NOT NULL, prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
-    estimated INTEGER NOT NULL DEFAULT 0
+    estimated INTEGER NOT NULL DEFAULT 0, request_ms TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX IF NOT EXISTS usage_turns_scope_day ON usage_turns (scope, day);
 CREATE INDEX IF NOT EXISTS usage_turns_at ON usage_turns (at);
-CREATE TABLE IF NOT EXISTS usage_requests (id INTEGER PRIMARY KEY, at REAL NOT NULL, ms REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS usage_requests_at ON usage_requests (at);
 CREATE TABLE IF NOT EXISTS usage_daily (
     day TEXT NOT NULL, scope TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
     turns INTEGER NOT NULL, refused INTEGER NOT NULL, estimated INTEGER NOT NULL, PRIMARY KEY (day, scope)
@@ -82,11 +79,10 @@ class UsageBook:
         stamp, day = turn.at.timestamp(), turn.at.date().isoformat()
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO usage_turns (at, day, scope, channel, outcome, prompt_tokens, completion_tokens, estimated)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO usage_turns (at, day, scope, channel, outcome, prompt_tokens, completion_tokens, estimated,"
+                " request_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (stamp, day, turn.scope, turn.channel, turn.outcome, turn.prompt_tokens, turn.completion_tokens,
-                 int(turn.estimated)))
-            conn.executemany("INSERT INTO usage_requests (at, ms) VALUES (?, ?)", [(stamp, ms) for ms in turn.request_ms])
+                 int(turn.estimated), " ".join(f"{ms:.1f}" for ms in turn.request_ms)))
             if turn.outcome != "deduplicated":  # a dropped redelivery is nobody's spending
                 conn.execute(
                     "INSERT INTO usage_daily VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, scope) DO UPDATE SET"
@@ -133,8 +129,9 @@ class UsageBook:
         return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     def request_latencies(self, since: float) -> list[float]:
-        """Model request latencies (ms) since ``since``, in order."""
-        return [float(r[0]) for r in self.db.query("SELECT ms FROM usage_requests WHERE at >= ? ORDER BY ms", (since,))]
+        """Model request latencies (ms) of the turns since ``since``, in order."""
+        rows = self.db.query("SELECT request_ms FROM usage_turns WHERE at >= ? AND request_ms != ''", (since,))
+        return sorted(float(ms) for row in rows for ms in str(row[0]).split())
 
     def prune(self, before: float) -> int:
         """Drop rows older than ``before``, and the days before its day (the nightly pass; the book
@@ -142,7 +139,6 @@ class UsageBook:
         first_day = datetime.fromtimestamp(before).date().isoformat()
         with self.db.transaction() as conn:
             deleted = conn.execute("DELETE FROM usage_turns WHERE at < ?", (before,)).rowcount
-            conn.execute("DELETE FROM usage_requests WHERE at < ?", (before,))
             conn.execute("DELETE FROM usage_daily WHERE day < ?", (first_day,))
         return int(deleted)
 
