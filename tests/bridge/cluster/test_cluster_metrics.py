@@ -21,9 +21,9 @@ def _config(tmp_path, redis_server, fake_llm, fake_telegram, name: str, port: in
 @pytest.mark.timeout(300)
 async def test_a_killed_workers_shards_move_and_the_survivor_counts_and_reports_them(
         tmp_path, redis_server, fake_llm, fake_telegram) -> None:
-    ports = free_port(), free_port()
-    configs = [_config(tmp_path, redis_server, fake_llm, fake_telegram, f"w{n}.yaml", port) for n, port in enumerate(ports)]
-    workers = [await Role.start(config, "worker", f"worker-{n}") for n, config in enumerate(configs)]
+    ports = free_port(), free_port(), free_port()
+    configs = [_config(tmp_path, redis_server, fake_llm, fake_telegram, f"r{n}.yaml", port) for n, port in enumerate(ports)]
+    workers = [await Role.start(config, "worker", f"worker-{n}") for n, config in enumerate(configs[:2])]
     base = [f"http://127.0.0.1:{port}" for port in ports]
     try:
         await wait_all(workers, lambda: all(len(w.shards) == SHARDS // 2 for w in workers), "two workers, two shards each")
@@ -43,6 +43,22 @@ async def test_a_killed_workers_shards_move_and_the_survivor_counts_and_reports_
         assert delta(before, after, "membridge_cluster_lease_moves_total", change="lost") == 0
         assert value(after, "membridge_cluster_pending", shard=str(survivor_shards[0])) == 0
         assert (await probe(base[1], "/readyz"))[0] == 200
+
+        receiver = await Role.start(configs[2], "receiver", "receiver")
+        workers.append(receiver)
+        await receiver.wait_line("holds the poller lease")
+        assert (await probe(base[2], "/readyz")) == (200, {"status": "ready", "checks": {"redis": "ok"}})
+        fake_llm.reply("hello from a worker")
+        fake_telegram.push_text(7001, 7001, "hi")
+        await fake_telegram.wait_sent(1)
+
+        async def answered_and_timed() -> bool:
+            return delta(after, await scrape(base[1]), "membridge_turn_seconds_count", channel="telegram") == 1
+
+        await eventually(answered_and_timed, "the worker's turn latency")
+        answered = await scrape(base[1])
+        assert delta(after, answered, "membridge_turns_total", channel="telegram", outcome="answered") == 1
+        assert delta(after, answered, "membridge_model_requests_total", model="gpt-4o-mini", outcome="ok") == 1
 
         await redis_server.stop()
 
