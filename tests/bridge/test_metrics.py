@@ -129,3 +129,15 @@ def test_the_index_is_counted_per_scope_kind_never_per_scope(tmp_path) -> None:
     assert samples[("membridge_indexed_vectors", (("kind", "telegram"),))] == 0  # embedding.provider: none
     assert not any("telegram-1" in str(labels) for _name, labels in samples)
     services.close()
+
+
+async def test_a_refused_photo_is_counted_by_kind_and_reason(metered_bot) -> None:
+    telegram, llm, _services, base = metered_bot
+    before = await scrape(base)
+    telegram.push_photo(501, 501, caption="what is this?")  # llm.vision is off
+    [refusal] = await telegram.wait_sent(1)
+    assert refusal["text"].startswith("Photos are off")
+    after = await scrape(base)
+    assert delta(before, after, "membridge_media_total", kind="photo", outcome="refused", reason="vision_off") == 1
+    assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="answered") == 0
+    assert llm.requests == []
