@@ -37,6 +37,9 @@ class LLMSettings(StrictSettings):
     max_retries: int = Field(default=3, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stream: bool = True
+    #: Ask a streamed answer for its token counts (``stream_options.include_usage``); off for a server
+    #: that refuses the option (the tokens are then estimated, and marked so).
+    stream_usage: bool = True
     #: The model sees images: photos go to it as image content parts (off: photos are refused).
     vision: bool = False
 

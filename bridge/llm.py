@@ -169,7 +169,9 @@ class OpenAIChat(LLMClient):
         from openai import AsyncStream
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-        body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}} if stream else kwargs
+        body = {**kwargs, "stream": True} if stream else kwargs
+        if stream and self.settings.stream_usage:
+            body["stream_options"] = {"include_usage": True}
         return await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion, stream=stream,
                                        stream_cls=AsyncStream[ChatCompletionChunk])
 

@@ -141,3 +141,25 @@ async def test_a_refused_photo_is_counted_by_kind_and_reason(metered_bot) -> Non
     assert delta(before, after, "membridge_media_total", kind="photo", outcome="refused", reason="vision_off") == 1
     assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="answered") == 0
     assert llm.requests == []
+
+
+@pytest.mark.parametrize("bot_settings", [{"llm__stream_usage": False}])
+async def test_without_the_servers_usage_the_tokens_are_estimated_and_marked(metered_bot) -> None:
+    from bridge.llm import estimate_usage
+
+    telegram, llm, services, base = metered_bot
+    before = await scrape(base)
+    llm.reply("Fine, thanks")
+    telegram.push_text(501, 501, "how are you?")
+    await telegram.wait_sent(1)
+    after = await scrape(base)
+    [request] = llm.requests
+    assert request["stream"] is True and "stream_options" not in request
+    guess = estimate_usage(request["messages"], "Fine, thanks", [])
+    assert guess.estimated and guess.prompt_tokens > 0
+    assert delta(before, after, "membridge_model_tokens_total", model="fake-model", kind="prompt", estimated="true") == (
+        guess.prompt_tokens)
+    assert delta(before, after, "membridge_model_tokens_total", model="fake-model", kind="completion",
+                 estimated="true") == guess.completion_tokens == 3
+    [row] = services.usage.report(date.today(), date.today())
+    assert row.estimated and row.tokens == guess.prompt_tokens + 3
