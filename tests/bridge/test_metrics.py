@@ -11,22 +11,29 @@ from datetime import date, datetime
 
 import pytest
 from fakes.openai_server import _count_tokens
-from support.scrape import delta, eventually, probe, scrape, value
+from support.scrape import Samples, delta, eventually, probe, scrape, value
 
 
-async def test_an_answered_turn_counts_the_turn_the_request_its_tokens_and_its_latency(metered_bot) -> None:
-    telegram, llm, services, base = metered_bot
+async def one_turn(metered_bot, text: str, answer: str) -> tuple[Samples, Samples, dict]:
+    """A first message answered with ``answer``: /metrics before it and once its latency is observed
+    (after the answer is sent), and the model request it made."""
+    telegram, llm, _services, base = metered_bot
     before = await scrape(base)
-    llm.reply("Hello Ann, nice to meet you.")
-    telegram.push_text(501, 501, "hi, I'm Ann")
+    llm.reply(answer)
+    telegram.push_text(501, 501, text)
     await telegram.wait_sent(1)
 
     async def sent_and_timed() -> bool:
         return delta(before, await scrape(base), "membridge_turn_seconds_count", channel="telegram") == 1
 
     await eventually(sent_and_timed, "the turn's latency to be observed")
-    after = await scrape(base)
     [request] = llm.requests
+    return before, await scrape(base), request
+
+
+async def test_an_answered_turn_counts_the_turn_the_request_its_tokens_and_its_latency(metered_bot) -> None:
+    services = metered_bot[2]
+    before, after, request = await one_turn(metered_bot, "hi, I'm Ann", "Hello Ann, nice to meet you.")
     prompt = _count_tokens(json.dumps(request["messages"]))
     completion = _count_tokens("Hello Ann, nice to meet you.")
     assert delta(before, after, "membridge_turns_total", channel="telegram", outcome="answered") == 1
@@ -147,13 +154,8 @@ async def test_a_refused_photo_is_counted_by_kind_and_reason(metered_bot) -> Non
 async def test_without_the_servers_usage_the_tokens_are_estimated_and_marked(metered_bot) -> None:
     from bridge.llm import estimate_usage
 
-    telegram, llm, services, base = metered_bot
-    before = await scrape(base)
-    llm.reply("Fine, thanks")
-    telegram.push_text(501, 501, "how are you?")
-    await telegram.wait_sent(1)
-    after = await scrape(base)
-    [request] = llm.requests
+    services = metered_bot[2]
+    before, after, request = await one_turn(metered_bot, "how are you?", "Fine, thanks")
     assert request["stream"] is True and "stream_options" not in request
     guess = estimate_usage(request["messages"], "Fine, thanks", [])
     assert guess.estimated and guess.prompt_tokens > 0
