@@ -10,7 +10,10 @@ tool cases, one ``memory_search`` call. The session is pre-filled with 1,000 sto
 
 Cases: keyword-only (``embedding.provider: none``, what ``Services`` builds from config) and hybrid
 (``HashEmbedding(dim=512)`` plugged in by setting ``Services.memory`` before the agent is built),
-each with no tool call and with one ``memory_search`` call per turn.
+each with no tool call and with one ``memory_search`` call per turn. The keyword-only cases also run
+with metering off (no usage row, no Prometheus counting: ``agent.meter`` unset and the search
+observer a no-op) and with ``limits:`` on (a daily check before each turn), in the same run, so the
+cost of metrics and limits is read against the same machine load.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from common import (
     source_fingerprint,
 )
 
+from bridge import metrics
 from bridge.app import Services
 from bridge.config import parse_config
 from bridge.llm import LLMClient, LLMResponse, Message, ToolCall
@@ -105,11 +109,12 @@ def prepare_workspace(root: Path, scope: str, gen: TextGenerator, *, files: int)
         (scope_dir / "memory" / f"2026-11-{day:02d}.md").write_text("\n".join(body) + "\n", encoding="utf-8")
 
 
-def build_services(root: Path, llm: InstantLLM, hybrid: bool) -> Services:
+def build_services(root: Path, llm: InstantLLM, hybrid: bool, limits: bool = False) -> Services:
     config = parse_config({
         "workspace": str(root),
         "llm": {"api_key": "bench", "model": "instant"},
         "embedding": {"provider": "none"},
+        "limits": {"daily_tokens": 10**12, "daily_turns": 10**9} if limits else {},
     })
     services = Services(config, llm=llm)
     if hybrid:
@@ -137,15 +142,19 @@ def prefill(services: Services, session_id: str, scope: str, gen: TextGenerator)
 
 
 async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, turns: int, warmup: int,
-                   gen: TextGenerator, queries: list[str], report: Report) -> dict[str, Any]:
+                   gen: TextGenerator, queries: list[str], report: Report, metering: str = "on") -> dict[str, Any]:
     shutil.rmtree(root / "index.db", ignore_errors=True)
     for leftover in ("index.db", "index.db-wal", "index.db-shm"):
         (root / leftover).unlink(missing_ok=True)
     shutil.rmtree(root / "vectors", ignore_errors=True)
     llm = InstantLLM(queries if with_search else None)
-    services = build_services(root, llm, hybrid)
+    services = build_services(root, llm, hybrid, limits=metering == "limits")
     sync = services.memory.indexer.sync()
     agent = services.agent
+    observe_search = metrics.observe_search
+    if metering == "off":
+        agent.meter = None
+        metrics.observe_search = lambda seconds, results: None
     first = direct_message("hello again", 0)
     who = agent.identify(first)
     prefill(services, who.session_id, who.scope, gen)
@@ -176,6 +185,7 @@ async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, tu
     tool_errors = sum(1 for body in tool_bodies if body.startswith("error"))
     tool_empty = sum(1 for body in tool_bodies if '"results": []' in body)
     await services.aclose()
+    metrics.observe_search = observe_search
 
     p50 = percentile(samples, 50)
     section = f"agent {name}"
@@ -185,7 +195,7 @@ async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, tu
     report.add(section, "first turn (loads 1,000 messages, trims them)", first_ms, "ms")
     detail = {
         "turns": turns, "warmup": warmup, "hybrid": hybrid, "memory_search_per_turn": with_search,
-        "p50_ms": p50, "p95_ms": percentile(samples, 95), "mean_ms": statistics.fmean(samples),
+        "metering": metering, "p50_ms": p50, "p95_ms": percentile(samples, 95), "mean_ms": statistics.fmean(samples),
         "max_ms": max(samples), "llm_ms_per_turn": llm_ms_per_turn,
         "llm_calls_per_turn": (llm.calls - llm_calls_before) / turns, "first_turn_ms": first_ms,
         "index_chunks": sync.chunks_written, "flush_jobs_pending": jobs, "messages_stored": stored,
@@ -212,15 +222,19 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         prepare_workspace(root, f"telegram-{USER_ID}", gen, files=100 if args.quick else 300)
         cases = [
-            ("keyword-only, no tool call", False, False),
-            ("keyword-only, 1 memory_search per turn", False, True),
-            ("hybrid HashEmbedding(512), no tool call", True, False),
-            ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True),
+            # metering off first and on between two more cases: the first case of a process is the slowest
+            ("keyword-only, no tool call, metrics off", False, False, "off"),
+            ("keyword-only, no tool call, limits on", False, False, "limits"),
+            ("keyword-only, no tool call", False, False, "on"),
+            ("keyword-only, 1 memory_search per turn, metrics off", False, True, "off"),
+            ("keyword-only, 1 memory_search per turn", False, True, "on"),
+            ("hybrid HashEmbedding(512), no tool call", True, False, "on"),
+            ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on"),
         ]
-        for name, hybrid, with_search in cases:
+        for name, hybrid, with_search, metering in cases:
             print(f"\n== {name}", flush=True)
             await run_case(root, name, hybrid=hybrid, with_search=with_search, turns=turns, warmup=warmup,
-                           gen=gen, queries=queries, report=report)
+                           gen=gen, queries=queries, report=report, metering=metering)
         report.add("process", "peak RSS", peak_rss_mb(), "MiB")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

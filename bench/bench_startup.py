@@ -1,8 +1,9 @@
 """Start-up time of ``membridge`` commands, as a user runs them: a fresh process each time.
 
 A small seeded workspace (``common.generate_workspace``: 100 files, ~300 chunks) is written once
-and indexed twice, keyword-only and with the local embedding model; then hyperfine times each
-command (one warm-up run, then ``--runs``). The table gives, per command and tree, the median and
+per embedding provider (none, local, openai) and indexed keyword-only and with the local model;
+then hyperfine times each command (one warm-up run, then ``--runs``), every reading command with
+every provider. The table gives, per command and tree, the median and
 the fastest wall-clock run and the mean CPU time (user + system): on a shared machine the CPU time
 and the fastest run say most about the code, the median about the load.
 ``--before DIR`` also times another checkout of the code with the same venv (``PYTHONPATH=DIR``),
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -30,27 +32,38 @@ from common import REPO, WorkspaceSpec, generate_workspace
 SCOPE = "telegram-chat-1001"
 MEMBRIDGE = REPO / ".venv" / "bin" / "membridge"
 
-#: (label, config, arguments); the config is "keyword" (embedding.provider: none) or "hybrid".
-COMMANDS: list[tuple[str, str, str]] = [
-    ("--help", "keyword", "--help"),
-    ("--version", "keyword", "--version"),
-    ("memory history", "keyword", f"memory history --scope {SCOPE}"),
-    ("memory get MEMORY.md", "keyword", f"memory get MEMORY.md --scope {SCOPE}"),
-    ("knowledge list", "keyword", "knowledge list"),
-    ("doctor --offline", "keyword", "doctor --offline"),
-    ("memory search, keyword-only", "keyword", f"memory search 'deploy server' --scope {SCOPE}"),
-    ("memory search, hybrid (local model)", "hybrid", f"memory search 'deploy server' --scope {SCOPE}"),
+#: The embedding provider of each config: ``none`` (keyword-only), ``local`` (the bundled model) and
+#: ``openai`` (an endpoint nobody answers: a reading command must never reach for it, nor import it).
+PROVIDERS = ("none", "local", "openai")
+#: Commands that only read: each must stay light whatever the provider (issue 36, item 4).
+READING: list[tuple[str, str]] = [
+    ("--version", "--version"),
+    ("memory history", f"memory history --scope {SCOPE}"),
+    ("memory get MEMORY.md", f"memory get MEMORY.md --scope {SCOPE}"),
+    ("knowledge list", "knowledge list"),
+    ("usage", "usage"),
 ]
+#: (label, config, arguments): every reading command with every provider, then the heavier ones.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("--help", "none", "--help"),
+    *((f"{label} ({provider})", provider, arguments) for label, arguments in READING for provider in PROVIDERS),
+    ("doctor --offline", "none", "doctor --offline"),
+    ("memory search, keyword-only", "none", f"memory search 'deploy server' --scope {SCOPE}"),
+    ("memory search, hybrid (local model)", "local", f"memory search 'deploy server' --scope {SCOPE}"),
+]
+_EMBEDDING = {"none": "provider: none", "local": "provider: local",
+              "openai": "provider: openai\n  base_url: http://127.0.0.1:9/v1\n  api_key: unused"}
 
 
 def write_configs(work: Path) -> dict[str, Path]:
-    """One workspace, two copies: an index without vectors and one with the local model's."""
+    """One workspace per provider: an index without vectors, one with the local model's, and one an
+    OpenAI-compatible endpoint would embed (never indexed here: nothing reads its vectors)."""
     configs = {}
-    for name, provider in (("keyword", "none"), ("hybrid", "local")):
-        generate_workspace(work / name, WorkspaceSpec(files=100, chunks_per_file=3))
-        path = work / f"{name}.yaml"
-        path.write_text(f"workspace: ./{name}\nembedding:\n  provider: {provider}\n", encoding="utf-8")
-        configs[name] = path
+    for provider in PROVIDERS:
+        generate_workspace(work / provider, WorkspaceSpec(files=100, chunks_per_file=3))
+        path = work / f"{provider}.yaml"
+        path.write_text(f"workspace: ./{provider}\nembedding:\n  {_EMBEDDING[provider]}\n", encoding="utf-8")
+        configs[provider] = path
     return configs
 
 
@@ -82,8 +95,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         configs = write_configs(work)
-        for config in configs.values():
-            subprocess.run([str(MEMBRIDGE), "--config", str(config), "memory", "sync"], check=True, capture_output=True)
+        for provider in ("none", "local"):
+            subprocess.run([str(MEMBRIDGE), "--config", str(configs[provider]), "memory", "sync"], check=True,
+                           capture_output=True)
+        shutil.copy(work / "none" / "index.db", work / "openai" / "index.db")  # the same files, keyword-indexed
         trees = ([args.before] if args.before else []) + [args.after]
         heads = (["before"] if args.before else []) + [args.after or "this tree"]
         print(f"| command ({args.runs} runs: p50 / fastest / CPU) | " + " | ".join(heads) + " |")

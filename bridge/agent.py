@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from channels import IncomingMessage, Reply
 from memory import ConversationStore, MemoryManager, Recalled
@@ -32,9 +32,13 @@ from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
 from .media.photos import with_images
 from .messages import history, to_turn
+from .metering import Tally
 from .prompt import PromptBuilder, PromptContext
 from .scopes import scope_for
 from .tools import ToolBox, ToolContext
+
+if TYPE_CHECKING:
+    from .metering import TurnMeter
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,7 @@ class TurnInFlight:
     who: TurnIdentity
     key: str
     user_seq: int
+    tally: Tally = field(default_factory=Tally)  # its model requests' tokens and latencies
 
 
 class TurnJournal(Protocol):
@@ -115,6 +120,7 @@ class Agent:
         self.thread_scope_channels = thread_scope_channels
         self._clock = clock
         self.journal: TurnJournal | None = None  # set by a cluster worker for its shard
+        self.meter: TurnMeter | None = None  # usage and limits (Services sets it)
 
     def identify(self, message: IncomingMessage) -> TurnIdentity:
         user = f"{message.channel}:{message.user_id}"
@@ -138,6 +144,10 @@ class Agent:
         if user_seq is None:
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         turn = TurnInFlight(who, message.dedupe_key, user_seq)
+        refusal = await self.meter.refusal(who.scope, who.is_admin) if self.meter else None
+        if refusal is not None:
+            await self._account(message, who, "refused")
+            return Reply(refusal, reply_to=message.message_id, markdown=False)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
         recalled = await self._recall(turn, message.text)
         system = await offload.run(self.prompt.build, PromptContext(
@@ -151,11 +161,13 @@ class Agent:
                 text = await self._converse(turn, ctx, system, images)
         except LLMError as exc:
             log.warning("turn failed for session %s: %s", who.session_id, exc)
+            await self._account(message, who, "failed", turn.tally)
             return Reply(_FAILURE_REPLIES.get(exc.kind, _DEFAULT_FAILURE), reply_to=message.message_id, markdown=False)
         except TurnForgotten:
             log.info("a forget deleted the message session %s was answering; its answer is dropped", who.session_id)
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         await self.sessions.trim(who.session_id)
+        await self._account(message, who, "answered", turn.tally)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
     async def _recall(self, turn: TurnInFlight, text: str) -> tuple[Recalled, ...]:
@@ -170,6 +182,11 @@ class Agent:
             log.warning("auto-recall failed for session %s, answering without it: %s", turn.who.session_id, exc)
             return ()
         return recalled
+
+    async def _account(self, message: IncomingMessage, who: TurnIdentity, outcome: str, tally: Tally | None = None) -> None:
+        """The turn's outcome and cost into the usage book."""
+        if self.meter is not None:
+            await self.meter.record(who.scope, message.channel, outcome, tally)
 
     async def _store_user_message(self, session_id: str, key: str, user_message: Message) -> int | None:
         """Store the user's message, unless an earlier delivery of it already did (with a journal);
@@ -204,6 +221,7 @@ class Agent:
             if images:
                 messages = _show_images(messages, images)
             response = await self.llm.complete(messages, tools)
+            turn.tally.add(response)
             assistant = response.to_message()
             if not response.tool_calls:
                 text = response.content.strip() or "(no answer)"

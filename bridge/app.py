@@ -10,8 +10,9 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -36,9 +37,12 @@ if TYPE_CHECKING:
     from .llm import LLMClient, Message
     from .media import MediaIntake
     from .timer import DailyTimer
+    from .usage import UsageBook
     from .worker import FlushWorker
 
 log = logging.getLogger(__name__)
+NIGHTLY_RUN_KEY = "nightly.last_run"  # meta: the day the nightly pass last ran for
+NIGHTLY_SUCCESS_KEY = "nightly.last_success"  # meta: when the nightly pass last finished with every step ok
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -78,7 +82,10 @@ class Services:
         nothing reads what was being forgotten."""
         from memory import ConversationStore, Forgetter, MemoryFile, MemoryManager, make_embedder, pending_forget_jobs
 
-        embedder = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
+        from .metered_embedding import MeteredEmbedder
+
+        configured = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
+        embedder = MeteredEmbedder(configured) if configured is not None else None
         manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
         if pending_forget_jobs(manager):
             Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager)).resume()
@@ -103,6 +110,30 @@ class Services:
         return ConversationStore(self.memory.db)
 
     @cached_property
+    def usage(self) -> UsageBook:
+        """What each turn cost (``membridge usage``, ``/usage``, limits, the console's status page)."""
+        from .usage import UsageBook
+
+        return UsageBook(self.memory.db)
+
+    async def usage_text(self, scope: str, is_admin: bool) -> str:
+        """``/usage``: the scope's own spending (and for an admin, the day's top spenders)."""
+        from .usage import chat_summary
+
+        limits = self.config.limits
+        return await offload.run(lambda: chat_summary(self.usage, scope, is_admin=is_admin, today=date.today(),
+                                                      limits=(limits.daily_tokens, limits.daily_turns)))
+
+    @property
+    def is_open(self) -> bool:
+        """The workspace's index is open (a metrics scrape reads only what is already open)."""
+        return "memory" in self.__dict__
+
+    def nightly_last_success(self) -> datetime | None:
+        value = self.memory.get_meta(NIGHTLY_SUCCESS_KEY)
+        return datetime.fromisoformat(value) if value else None
+
+    @cached_property
     def llm(self) -> LLMClient:
         from .llm import OpenAIChat
 
@@ -125,10 +156,11 @@ class Services:
     @cached_property
     def agent(self) -> Agent:
         from .agent import Agent
+        from .metering import TurnMeter
         from .prompt import PromptBuilder
         from .tools import ToolBox, default_tools
 
-        return Agent(
+        agent = Agent(
             memory=self.memory,
             conversations=self.conversations,
             llm=self.llm,
@@ -141,6 +173,8 @@ class Services:
             admins=frozenset(self.config.admins),
             thread_scope_channels=thread_scope_channels(self.config),
         )
+        agent.meter = TurnMeter(self.usage, self.config.limits)
+        return agent
 
     @cached_property
     def media(self) -> MediaIntake:
@@ -169,9 +203,17 @@ class Services:
         request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
         return (await self.llm.complete(request)).content
 
-    async def dream(self, scope: str, *, days: int | None = None, force: bool = False) -> DreamResult:
-        """Deep Dream for one scope now, with the configured LLM."""
-        return await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force)
+    async def dream(self, scope: str, *, days: int | None = None, force: bool = False, day: date | None = None) -> DreamResult:
+        """Deep Dream for one scope now, with the configured LLM; counted by outcome for /metrics."""
+        from . import metrics
+
+        try:
+            result = await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force, day=day)
+        except Exception:
+            metrics.DREAMS.labels("failed").inc()
+            raise
+        metrics.DREAMS.labels("changed" if result.changed else result.status).inc()
+        return result
 
     async def run_blocking(self, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """For plugins, which do not import the bridge: a blocking call on :mod:`.offload`'s pool."""
@@ -187,17 +229,22 @@ class Services:
         garbage (scheduled pairs past ``keep_scheduled``, old MEMORY.md versions, cached vectors no
         chunk uses). Each step logs its own failure and the night goes on, so a slow or failing step
         never skips the others."""
-        await _step("the nightly summary", lambda: self.sessions.summarize_day(day))
-        await _step("the pending flushes", self.flush_worker.drain)
+        ok = [await _step("the nightly summary", lambda: self.sessions.summarize_day(day)),
+              await _step("the pending flushes", self.flush_worker.drain)]
         if self.config.memory.dream.enabled:
-            await _step("Deep Dream", lambda: self._dream_all(day, lookback_days))
-        await _step("the conversation cleanup", lambda: self.sessions.cleanup(self.config.conversation.max_age_days))
-        await _step("the scheduled-message pruning", lambda: offload.run(
-            self.conversations.prune_scheduled, self.config.conversation.keep_scheduled))
-        await _step("the MEMORY.md version pruning", self._prune_versions)
-        await _step("the embedding cache collection", self._collect_embed_cache)
+            ok.append(await _step("Deep Dream", lambda: self._dream_all(day, lookback_days)))
+        ok.append(await _step("the conversation cleanup", lambda: self.sessions.cleanup(self.config.conversation.max_age_days)))
+        ok.append(await _step("the scheduled-message pruning", lambda: offload.run(
+            self.conversations.prune_scheduled, self.config.conversation.keep_scheduled)))
+        ok.append(await _step("the MEMORY.md version pruning", self._prune_versions))
+        ok.append(await _step("the embedding cache collection", self._collect_embed_cache))
+        ok.append(await _step("the usage pruning", lambda: offload.run(
+            self.usage.prune, time.time() - self.config.usage.keep_days * 86400)))
         if self.config.memory.retention.daily_days:
-            await _step("the daily memory retention", lambda: self._expire_daily(day))
+            ok.append(await _step("the daily memory retention", lambda: self._expire_daily(day)))
+        if all(ok):
+            stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+            await offload.run(self.memory.set_meta, NIGHTLY_SUCCESS_KEY, stamp)
 
     async def _expire_daily(self, day: date) -> None:
         """``memory.retention.daily_days``: each scope's daily files older than that go, with their
@@ -225,7 +272,7 @@ class Services:
             if not await offload.run(self.dreamer.has_daily_content, scope, day, lookback_days):
                 continue
             try:
-                result = await self.dreamer.dream(scope, self._complete, lookback_days=lookback_days, day=day)
+                result = await self.dream(scope, days=lookback_days, day=day)
                 log.info("deep dream %s: %s", scope, result.reason)
             except Exception:
                 log.exception("deep dream of scope %s failed", scope)
@@ -234,14 +281,16 @@ class Services:
     def timer(self) -> DailyTimer:
         from .timer import DailyTimer
 
-        def last_run() -> date | None:
-            value = self.memory.get_meta("nightly.last_run")
-            return date.fromisoformat(value) if value else None
-
         def set_last_run(day: date) -> None:
-            self.memory.set_meta("nightly.last_run", day.isoformat())
+            self.memory.set_meta(NIGHTLY_RUN_KEY, day.isoformat())
 
-        return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=last_run, set_last_run=set_last_run)
+        return DailyTimer(self.nightly, self.config.memory.dream, get_last_run=self.nightly_last_run,
+                          set_last_run=set_last_run)
+
+    def nightly_last_run(self) -> date | None:
+        """The day the nightly pass last ran for (whatever its steps' outcome)."""
+        value = self.memory.get_meta(NIGHTLY_RUN_KEY)
+        return date.fromisoformat(value) if value else None
 
     def terminal_user(self) -> str:
         """The person at this terminal: ``channels.terminal.user``, else the login name."""
@@ -267,9 +316,11 @@ class Services:
             self.memory.close()
 
 
-async def _step(what: str, run: Callable[[], Awaitable[object]]) -> None:
-    """One step of a background pass: its failure is logged, and the pass goes on."""
+async def _step(what: str, run: Callable[[], Awaitable[object]]) -> bool:
+    """One step of a background pass: its failure is logged (False), and the pass goes on."""
     try:
         await run()
     except Exception:
         log.exception("%s failed; the nightly pass goes on", what)
+        return False
+    return True

@@ -17,7 +17,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .cli_common import CommandError, Handler, print_json
@@ -40,6 +40,7 @@ from .cli_memory import (
     cmd_memory_sync,
 )
 from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
+from .cli_usage import USAGE_DETAILS, cmd_usage
 
 if TYPE_CHECKING:
     from .app import Services
@@ -138,7 +139,7 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
               "Ctrl-C stops it)", file=sys.stderr)
 
     try:
-        asyncio.run(until_stopped(serve(services, on_started=started)))
+        asyncio.run(until_stopped(serve(services, on_started=started, health=True)))
     except ConsoleError as exc:
         raise CommandError(str(exc)) from None
     except KeyboardInterrupt:
@@ -317,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(cluster, "status", cmd_cluster_status, "shards, their owners, stream lag, pending messages, last nightly run",
         scope=False, example="membridge cluster status")
 
+    usage = add(commands, "usage", cmd_usage, "tokens and turns per scope per day (what each person costs)", scope=False,
+                example="membridge usage --days 30 --scope telegram-42", details=USAGE_DETAILS)
+    usage.add_argument("--days", type=_year_days, default=7, help="days back, today included (1-366; default 7)")
+    usage.add_argument("--scope", help="one scope only (default: every scope)")
+
     doctor = add(commands, "doctor", cmd_doctor, "check config, paths, LLM, embeddings, SQLite and LanceDB", scope=False,
                  example="membridge doctor --offline",
                  details="One line per part, ok or FAIL and why; exit status 1 when any part fails.")
@@ -336,11 +342,19 @@ def _positive(value: str) -> int:
     return number
 
 
-def _days(value: str) -> int:
-    number = _positive(value)
-    if number > 30:
-        raise argparse.ArgumentTypeError(f"{number} days is more than 30")
-    return number
+def _days_up_to(most: int) -> Callable[[str], int]:
+    """A parser of a number of days, 1 to ``most``."""
+    def parse(value: str) -> int:
+        number = _positive(value)
+        if number > most:
+            raise argparse.ArgumentTypeError(f"{number} days is more than {most}")
+        return number
+
+    return parse
+
+
+_days = _days_up_to(30)
+_year_days = _days_up_to(366)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,9 @@ class LLMSettings(StrictSettings):
     max_retries: int = Field(default=3, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stream: bool = True
+    #: Ask a streamed answer for its token counts (``stream_options.include_usage``); off for a server
+    #: that refuses the option (the tokens are then estimated, and marked so).
+    stream_usage: bool = True
     #: The model sees images: photos go to it as image content parts (off: photos are refused).
     vision: bool = False
 
@@ -151,6 +154,30 @@ class ConsoleSettings(StrictSettings):
     admin_token: str | None = None
 
 
+class MetricsSettings(StrictSettings):
+    """``/metrics``, ``/healthz`` and ``/readyz`` of a long-running role (bridge/health.py). On by
+    default on the loopback: a process an operator cannot see into is the problem this solves, and a
+    port taken by another membridge process on the same machine is logged, never fatal."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=1, le=65535)
+
+
+class LimitsSettings(StrictSettings):
+    """Per-person daily budgets (a group's turns count against the group); admins are exempt. The
+    day is the server's local day; None is no limit."""
+
+    daily_tokens: int | None = Field(default=None, ge=1)
+    daily_turns: int | None = Field(default=None, ge=1)
+
+
+class UsageSettings(StrictSettings):
+    """The per-turn records behind ``membridge usage``, ``/usage``, limits and the console's status page."""
+
+    keep_days: int = Field(default=90, ge=2)
+
+
 class LoggingSettings(StrictSettings):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["text", "json"] = "text"
@@ -173,6 +200,9 @@ class AppConfig(StrictSettings):
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     #: The file the config came from (None for built-in defaults); relative paths resolve from it.

@@ -101,6 +101,40 @@ def _embeddings(services: Services, *, load: bool = True) -> str:
     return f"{embedder.model_id}: {vectors.shape[1]}-dimensional vectors"
 
 
+def _running(services: Services) -> Check:
+    """The running process's own ``/readyz`` (the checks it makes of itself), when one answers."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    settings = services.config.metrics
+    url = f"http://{settings.host}:{settings.port}/readyz"
+    if not settings.enabled:
+        return Check("running", True, "metrics.enabled is false: no /readyz to read", skipped=True)
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        body = json.loads(exc.read() or b"{}")
+    except (OSError, ValueError) as exc:
+        return Check("running", True, f"no membridge process answers at {url} ({exc})", skipped=True)
+    checks = body.get("checks", {})
+    failing = [f"{name}: {result}" for name, result in checks.items() if result != "ok"]
+    if failing:
+        return Check("running", False, f"{url} says not ready: " + "; ".join(failing))
+    return Check("running", True, f"{url}: ready ({', '.join(checks) or 'no checks'})")
+
+
+def _redis(services: Services) -> str:
+    from .health import redis_problem
+
+    url = str(services.config.cluster.redis_url)
+    problem = redis_problem(url)
+    if problem:
+        raise RuntimeError(problem)
+    return f"Redis at {url} answers"
+
+
 def _llm(services: Services) -> str:
     from .llm import probe_llm
 
@@ -117,4 +151,7 @@ def run_checks(services: Services, *, offline: bool = False) -> list[Check]:
     if offline:
         where = services.config.llm.base_url or "the OpenAI API"
         return [*checks, _check("lancedb", _lancedb_installed), _check("embeddings", lambda: _embeddings(services, load=False)), Check("llm", True, f"{where}, model {services.config.llm.model!r} (not called: --offline)", skipped=True)]
-    return [*checks, _check("lancedb", _lancedb), _check("embeddings", lambda: _embeddings(services)), _check("llm", lambda: _llm(services))]
+    checks += [_check("lancedb", _lancedb), _check("embeddings", lambda: _embeddings(services)), _check("llm", lambda: _llm(services))]
+    if services.config.cluster.redis_url:
+        checks.append(_check("redis", lambda: _redis(services)))
+    return [*checks, _running(services)]

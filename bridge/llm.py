@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import metrics
 from .config import LLMSettings
 
 if TYPE_CHECKING:  # imported where used: ``import openai`` takes over a second, and most commands never call it
@@ -36,11 +38,32 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+@dataclass(frozen=True)
+class Usage:
+    """A request's tokens: the server's ``usage``, or (``estimated``) a guess from the characters."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool = False
+
+
+CHARS_PER_TOKEN = 4  # the usual rough figure for English; only used when a server reports no usage
+
+
+def estimate_usage(messages: Sequence[Message], answer: str, tool_calls: Sequence[ToolCall]) -> Usage:
+    """What a request cost, guessed from its characters, for servers that send no ``usage``."""
+    sent = len(json.dumps(list(messages), ensure_ascii=False))
+    received = len(answer) + sum(len(call.name) + len(call.arguments) for call in tool_calls)
+    return Usage(-(-sent // CHARS_PER_TOKEN), -(-received // CHARS_PER_TOKEN), estimated=True)
+
+
 @dataclass
 class LLMResponse:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: Usage | None = None
+    elapsed_s: float = 0.0  # how long the request took
 
     def to_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content or None}
@@ -105,13 +128,29 @@ class OpenAIChat(LLMClient):
     async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> LLMResponse:
         if not self.settings.base_url and not self.settings.api_key:
             raise LLMError("config", NOT_CONFIGURED)
-        import openai
-
         kwargs: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
         if tools:
             kwargs["tools"] = list(tools)
         if self.settings.temperature is not None:
             kwargs["temperature"] = self.settings.temperature
+        started = time.perf_counter()
+        try:
+            response = await self._request(kwargs)
+        except LLMError as exc:
+            metrics.observe_model(self.settings.model, exc.kind, time.perf_counter() - started)
+            raise
+        response.elapsed_s = time.perf_counter() - started
+        if response.usage is None:
+            response.usage = estimate_usage(messages, response.content, response.tool_calls)
+        metrics.observe_model(self.settings.model, "ok", response.elapsed_s)
+        usage = response.usage
+        metrics.observe_tokens(self.settings.model, usage.prompt_tokens, usage.completion_tokens, estimated=usage.estimated)
+        return response
+
+    async def _request(self, kwargs: dict[str, Any]) -> LLMResponse:
+        """One request, streamed or not; every failure as an :class:`LLMError`."""
+        import openai
+
         try:
             if self.settings.stream:
                 return await self._streamed(kwargs)
@@ -131,6 +170,8 @@ class OpenAIChat(LLMClient):
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         body = {**kwargs, "stream": True} if stream else kwargs
+        if stream and self.settings.stream_usage:
+            body["stream_options"] = {"include_usage": True}
         return await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion, stream=stream,
                                        stream_cls=AsyncStream[ChatCompletionChunk])
 
@@ -139,7 +180,10 @@ class OpenAIChat(LLMClient):
         content: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         finish: str | None = None
+        usage: Usage | None = None
         async for chunk in stream:
+            if chunk.usage is not None:  # the last chunk, when the server honours include_usage
+                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -161,7 +205,7 @@ class OpenAIChat(LLMClient):
             ToolCall(slot["id"] or f"call_{index}", slot["name"], "".join(slot["arguments"]))
             for index, slot in sorted(calls.items())
         ]
-        return LLMResponse("".join(content), tool_calls, finish)
+        return LLMResponse("".join(content), tool_calls, finish, usage)
 
     def _translate(self, exc: openai.APIError) -> LLMError:
         import openai
@@ -197,7 +241,9 @@ def _from_completion(response: Any) -> LLMResponse:
     choice = response.choices[0]
     message = choice.message
     calls = [ToolCall(c.id, c.function.name, c.function.arguments or "") for c in (message.tool_calls or [])]
-    return LLMResponse(message.content or "", calls, choice.finish_reason)
+    usage = getattr(response, "usage", None)
+    counted = Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else None
+    return LLMResponse(message.content or "", calls, choice.finish_reason, counted)
 
 
 MODELS_SHOWN = 20  # of the server's models, in a "model not found" message

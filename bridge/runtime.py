@@ -23,9 +23,10 @@ from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
-from . import offload
+from . import metrics, offload
 from .app import Services
 from .console import start_in_background
+from .health import Check, channel_check, start_health, workspace_checks
 from .logs import STATUS_LOGGER
 from .stopping import stop_on_signals
 
@@ -54,6 +55,8 @@ class Bridge:
         self._stopped = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
         self._started_at: float | None = None  # set when `run` has said what it started
+        self._connected: set[str] = set()  # channels started (for /readyz)
+        self._stop_health: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------- intake
     async def receive(self, message: IncomingMessage) -> None:
@@ -64,14 +67,19 @@ class Bridge:
             return
         if not self._seen.add(message.dedupe_key):
             log.info("duplicate delivery %s ignored", message.dedupe_key)
+            agent = self.services.agent
+            if agent.meter is not None:
+                await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
             return
         channel = self.channels[message.channel]
-        await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message))
+        received = time.monotonic()
+        await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message, received))
 
-    async def _answer(self, channel: Channel, message: IncomingMessage) -> None:
+    async def _answer(self, channel: Channel, message: IncomingMessage, received: float) -> None:
         """One queued message; a failure is told to the user and the chat goes on."""
         try:
-            await self.process(channel, message)
+            if await self.process(channel, message) is not None:
+                metrics.TURN_SECONDS.labels(channel.name).observe(time.monotonic() - received)
         except Exception:
             log.exception("message %s failed", message.dedupe_key)
             await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
@@ -148,6 +156,7 @@ class Bridge:
             console = await start_in_background(self.services)
             if console is not None:
                 self._background.append(console)
+            self._stop_health = start_health(self.services.config.metrics, self.readiness, lambda: [self.services])
         await self.plugins.start()
         self.services.flush_worker.start()
         if timer:
@@ -160,12 +169,17 @@ class Bridge:
             if channel is chat and timer:
                 self._say_running()
             await channel.start(self.receive)
+            self._connected.add(channel.name)
             if channel is not chat or not timer:  # the chat's own banner names it
                 say("%s", channel.describe())
             await self._publish_commands(channel)
         if chat is None and timer:
             self._say_running()
         self._background.append(asyncio.create_task(self._warm_memory(), name="warm-memory"))
+
+    def readiness(self) -> list[tuple[str, Check]]:
+        """``/readyz`` of ``membridge run``: the index, the flush worker, each channel started."""
+        return [*workspace_checks(self.services), *((name, channel_check(name, self._connected)) for name in self.channels)]
 
     def _say_running(self) -> None:
         self._started_at = time.monotonic()
@@ -214,6 +228,7 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.plugins.stop()
+        self._stop_health()
         await self.services.aclose()
         if self._started_at is not None:
             minutes = int(time.monotonic() - self._started_at) // 60

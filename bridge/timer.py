@@ -71,9 +71,12 @@ class DailyTimer:
 
     def next_run_blocking(self, now: datetime | None = None) -> datetime:
         """:meth:`next_run` for a worker thread (the console's overview): it reads SQLite."""
-        today = (now or self._clock()).date()
-        last = self._get_last_run()
-        return self.fire_time(today) if last != today else self.fire_time(today + timedelta(days=1))
+        return self.next_run_after(now or self._clock(), self._get_last_run())
+
+    def next_run_after(self, now: datetime, last_run: date | None) -> datetime:
+        """:meth:`next_run` for a caller that has read the last run itself (the console's status page)."""
+        today = now.date()
+        return self.fire_time(today) if last_run != today else self.fire_time(today + timedelta(days=1))
 
     async def tick(self) -> None:
         """Run today's job if its time has come and it has not run, else sleep until it is due."""

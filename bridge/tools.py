@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, ClassVar
 
 from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError, SearchResult
 
-from . import offload
+from . import metrics, offload
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,14 @@ def _shown(result: SearchResult) -> dict[str, Any]:
     return shown
 
 
+async def search_memory(memory: MemoryManager, query: str, scope: str, limit: int) -> list[SearchResult]:
+    """A search for the model, in a worker thread, timed and counted for ``/metrics``."""
+    started = time.perf_counter()
+    results = await offload.run(memory.search, query, scope, limit=limit)
+    metrics.observe_search(time.perf_counter() - started, len(results))
+    return results
+
+
 class MemorySearch(Tool):
     name = "memory_search"
     description = ("Search this conversation's long-term memory, daily notes and the knowledge base by meaning "
@@ -102,7 +111,7 @@ class MemorySearch(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         query = _text_arg(args, "query", max_len=1000)
         limit = _int_arg(args, "limit", 6, 1, 20)
-        results = await offload.run(self.memory.search, query, ctx.scope, limit=limit)
+        results = await search_memory(self.memory, query, ctx.scope, limit)
         if not results:
             return json.dumps({"results": [], "note": "nothing found; try other words or read recent daily memory"})
         return json.dumps({"results": [_shown(r) for r in results]}, ensure_ascii=False)
@@ -158,7 +167,7 @@ class KnowledgeSearch(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         query = _text_arg(args, "query", max_len=1000)
         limit = _int_arg(args, "limit", 5, 1, 20)
-        results = await offload.run(self.memory.search, query, ctx.scope, limit=limit * 3)
+        results = await search_memory(self.memory, query, ctx.scope, limit * 3)
         hits = [r for r in results if r.source == "knowledge"][:limit]
         return json.dumps({"results": [_shown(r) for r in hits]}, ensure_ascii=False)
 

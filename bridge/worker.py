@@ -63,6 +63,11 @@ class FlushWorker:
         except RuntimeError:  # the loop is closed: the job stays recorded for the next start
             log.info("flush worker stopped; the recorded job runs at the next start")
 
+    @property
+    def alive(self) -> bool:
+        """Started and not dead (``/readyz``)."""
+        return self._task is not None and not self._task.done()
+
     def start(self) -> None:
         if self._task is None:
             self._loop = asyncio.get_running_loop()

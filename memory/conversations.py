@@ -325,7 +325,13 @@ class ConversationStore:
 
     def job_counts(self) -> dict[str, int]:
         """Flush jobs by status (pending, done, failed)."""
-        return {str(row[0]): int(row[1]) for row in self.db.query("SELECT status, count(*) FROM jobs GROUP BY status")}
+        return self.job_backlog()[0]
+
+    def job_backlog(self) -> tuple[dict[str, int], float | None]:
+        """Flush jobs by status, and when the oldest pending one was recorded (None: none pending)."""
+        rows = self.db.query("SELECT status, count(*), min(created_at) FROM jobs GROUP BY status")
+        oldest = next((float(row[2]) for row in rows if row[0] == "pending"), None)
+        return {str(row[0]): int(row[1]) for row in rows}, oldest
 
     # ------------------------------------------------------------ forgetting
     def find_text(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[str, str, str]]:

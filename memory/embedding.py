@@ -176,23 +176,30 @@ class OpenAIEmbedding(EmbeddingProvider):
     """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM Studio...)."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
-        import openai
-
         self.model = settings.model
         self.model_id = f"openai:{settings.model}/text{EMBEDDING_TEXT_RULE}"
         self.max_batch = settings.batch_size
-        self._client = openai.OpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key or "not-set",
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
-        )
+        self._settings = settings
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    def _connect(self) -> Any:
+        """The client, made on the first embedding: ``import openai`` takes most of a second, and a
+        command that only reads (``memory history``, ``memory get``) must not pay for it."""
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                settings = self._settings
+                self._client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "not-set",
+                                             timeout=settings.timeout_s, max_retries=settings.max_retries)
+            return self._client
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import openai
 
         try:
-            response = self._client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
+            response = self._connect().embeddings.create(model=self.model, input=list(texts), encoding_format="float")
         except openai.APIStatusError as exc:
             raise EmbeddingError(f"embedding endpoint answered HTTP {exc.status_code}: {_short(exc.message)}") from exc
         except openai.APIError as exc:

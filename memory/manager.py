@@ -224,6 +224,11 @@ class MemoryManager:
             self.keywords.rebuild()
         return IndexCheck(self.storage.count_chunks(), caught_up, rebuilt or self.keywords.rebuilt_on_open)
 
+    def index_counts(self) -> dict[str, tuple[int, int]]:
+        """(chunks, chunks with a vector) per scope: what the index holds, for an operator's metrics."""
+        rows = self.db.query("SELECT scope, count(*), count(vec_model) FROM chunks GROUP BY scope")
+        return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
+
     def count_cached_vectors(self) -> int:
         """How many vectors the embedding cache holds (the nightly collection bounds it)."""
         return self.embed_cache.count_cached_vectors()

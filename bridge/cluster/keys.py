@@ -101,3 +101,8 @@ def decode_message(payload: str | bytes, channels: Mapping[str, Channel] | None 
     attachments = tuple(channel.attachment_from_wire(item) for item in wired) if channel else ()
     return IncomingMessage(**{key: value for key, value in data.items() if key in _MESSAGE_FIELDS},
                            attachments=attachments)
+
+
+def appended_at(entry_id: str) -> float:
+    """When a stream entry was appended (epoch seconds): Redis names it ``<milliseconds>-<sequence>``."""
+    return int(entry_id.split("-", 1)[0]) / 1000

@@ -25,8 +25,10 @@ from redis.asyncio import Redis
 from channels import Channel, IncomingMessage
 from channels.ordering import ChatLanes
 
+from .. import metrics
 from ..app import Services, thread_scope_channels
 from ..config import AppConfig
+from ..health import Check, channel_check, redis_problem, start_health
 from ..logs import STATUS_LOGGER
 from ..runtime import build_channels
 from ..scopes import scope_for
@@ -84,14 +86,18 @@ class Receiver:
                 entry = await self._append(keys=keys, args=args)
                 break
             except UNAVAILABLE as exc:
-                since = since or time.monotonic()
+                if since is None:
+                    since = time.monotonic()
+                    metrics.RECEIVER_HELD.inc()
                 log.warning("Redis unavailable (%s): message %s waits for it; retrying in %.1fs",
                             exc, message.dedupe_key, delay)
                 await asyncio.sleep(delay)  # a back-off between tries, not a test's wait
                 delay = min(delay * 2, RETRY_MAX_S)
         if since is not None:
+            metrics.RECEIVER_HELD.dec()
             log.warning("Redis is back: message %s appended after %.1fs", message.dedupe_key, time.monotonic() - since)
         if entry is None:
+            metrics.TURNS.labels(message.channel, "deduplicated").inc()
             log.info("duplicate delivery %s ignored", message.dedupe_key)
         else:
             log.debug("message %s -> shard %d (%s)", message.dedupe_key, shard, entry)
@@ -162,9 +168,17 @@ async def run_receiver(services: Services) -> None:
     posted = [channel for channel in channels if not polls(channel, config)]
     poller = PollerLease(Leases(redis, new_holder_id(), config.cluster.lease_ttl_s), receiver.keys.poller(),
                          [channel for channel in channels if polls(channel, config)], receiver)
+    started: set[str] = set()
+
+    def readiness() -> list[tuple[str, Check]]:
+        checks: list[tuple[str, Check]] = [("redis", lambda: redis_problem(str(config.cluster.redis_url)))]
+        return checks + [(channel.name, channel_check(channel.name, started)) for channel in posted]
+
+    stop_health = start_health(config.metrics, readiness, list)
     try:
         for channel in posted:
             await channel.start(receiver.receive)
+            started.add(channel.name)
             status.info("%s", channel.describe())
         status.info("receiver running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
                     config.cluster.shards, config.cluster.redis_url)
@@ -175,4 +189,6 @@ async def run_receiver(services: Services) -> None:
                 await channel.stop()
         await receiver.close(config.bridge.shutdown_grace_s)
         await redis.aclose()
+        stop_health()
         status.info("receiver stopped")
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,12 @@ from channels.ordering import ChatLanes
 from memory import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
-from .. import offload
+from .. import metrics, offload
 from ..app import Services
 from ..config import AppConfig
 from ..runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
-from .keys import FIELD, GROUP, Keys, decode_message, shard_config
+from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config
 from .ledger import TurnLedger, TurnState
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class ShardRunner:
         else:
             record = await offload.run(self._ledger.get, message.dedupe_key)
             if record is None or record.state is TurnState.STARTED:
-                await self._process(channel, message)
+                await self._process(channel, message, appended_at(entry_id))
             elif record.state is TurnState.ANSWERED and record.reply is not None:
                 log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
                 await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
@@ -233,10 +234,12 @@ class ShardRunner:
             await offload.run(self._ledger.mark_sent, message.dedupe_key)
         await self._ack(entry_id)
 
-    async def _process(self, channel: Channel, message: IncomingMessage) -> None:
+    async def _process(self, channel: Channel, message: IncomingMessage, received: float) -> None:
+        """One message through the bridge; ``received``: when the receiver took it in (epoch seconds)."""
         assert self._bridge is not None
         try:
-            await self._bridge.process(channel, message)
+            if await self._bridge.process(channel, message) is not None:
+                metrics.TURN_SECONDS.labels(channel.name).observe(max(0.0, time.time() - received))
         except Exception:
             log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
             with contextlib.suppress(Exception):

@@ -39,7 +39,7 @@ async def collect(config: AppConfig, redis: Redis | None = None) -> tuple[list[S
         count = config.cluster.shards
         owners: list[Any] = await client.mget([keys.lease(n) for n in range(count)])
         nightly: dict[Any, Any] = await client.hgetall(keys.nightly())
-        shards = [ShardStatus(n, owners[n], *await _backlog(client, keys.stream(n)), nightly.get(str(n)))
+        shards = [ShardStatus(n, owners[n], *await backlog(client, keys.stream(n)), nightly.get(str(n)))
                   for n in range(count)]
         workers = []
         prefix = keys.worker("")
@@ -52,7 +52,7 @@ async def collect(config: AppConfig, redis: Redis | None = None) -> tuple[list[S
             await client.aclose()
 
 
-async def _backlog(client: Redis, stream: str) -> tuple[int, int]:
+async def backlog(client: Redis, stream: str) -> tuple[int, int]:
     """(lag, pending) of the workers' group on ``stream``; a shard never written to has neither."""
     try:
         groups = await client.xinfo_groups(stream)

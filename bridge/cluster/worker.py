@@ -23,8 +23,10 @@ from redis.asyncio import Redis
 
 from channels import Channel
 
+from .. import metrics
 from ..app import Services
 from ..config import AppConfig
+from ..health import Check, redis_problem, start_health, workspace_checks
 from ..logs import STATUS_LOGGER
 from ..runtime import build_channels
 from ..stopping import stop_on_signals
@@ -32,6 +34,7 @@ from .connection import UNAVAILABLE, connect, wait_or_stop
 from .keys import Keys
 from .leases import Leases, new_holder_id
 from .shard import ShardRunner
+from .status import backlog
 
 log = logging.getLogger(__name__)
 status = logging.getLogger(STATUS_LOGGER)
@@ -79,6 +82,7 @@ class ClusterWorker:
                     await self._heartbeat()
                     await self._balance()
                     await self._publish_nightly()
+                    await self._publish_backlog()
                 except UNAVAILABLE as exc:
                     log.warning("Redis unavailable (%s); keeping the shards held and looking again in %.1fs",
                                 exc, self.interval_s)
@@ -111,6 +115,8 @@ class ClusterWorker:
 
     async def _lost(self, number: int) -> None:
         log.warning("shard %d: lease lost to another worker; dropping it without finishing its turns", number)
+        metrics.LEASE_MOVES.labels("lost").inc()
+        _forget_backlog(number)
         self._held.discard(number)
         runner = self.runners.pop(number, None)
         if runner is not None:
@@ -153,8 +159,11 @@ class ClusterWorker:
             await runner.stop(grace_s=0)
             return
         self.runners[number] = runner
+        metrics.LEASE_MOVES.labels("claimed").inc()
 
     async def _release(self, number: int) -> None:
+        metrics.LEASE_MOVES.labels("released").inc()
+        _forget_backlog(number)
         runner = self.runners.pop(number)
         await runner.stop(grace_s=self.config.bridge.shutdown_grace_s)
         self._held.discard(number)
@@ -167,12 +176,39 @@ class ClusterWorker:
         if days:
             await self.redis.hset(self.keys.nightly(), mapping=days)
 
+    async def _publish_backlog(self) -> None:
+        """Each held shard's stream length, pending entries and lag, for ``/metrics``."""
+        for number in sorted(self.runners):
+            stream = self.keys.stream(number)
+            lag, pending = await backlog(self.redis, stream)
+            label = str(number)
+            metrics.STREAM_LENGTH.labels(label).set(await self.redis.xlen(stream))
+            metrics.STREAM_PENDING.labels(label).set(pending)
+            metrics.STREAM_LAG.labels(label).set(lag)
+
+    def readiness(self) -> list[tuple[str, Check]]:
+        """``/readyz`` of a worker: Redis answers, and each held shard's index and flush worker."""
+        checks: list[tuple[str, Check]] = [("redis", lambda: redis_problem(str(self.config.cluster.redis_url)))]
+        for number, services in sorted(self.workspaces_by_shard().items()):
+            checks += [(f"shard {number} {name}", check) for name, check in workspace_checks(services)]
+        return checks
+
+    def workspaces_by_shard(self) -> dict[int, Services]:
+        return {n: runner.services for n, runner in list(self.runners.items()) if runner.services is not None}
+
     def _say(self) -> None:
         """One status line whenever the set of shards held changes (an operator's, and a test's, signal)."""
         held = compact(list(self.runners))
         if held != self._said:
             self._said = held
             status.info("worker %s holds shards %s", self.id, held)
+
+
+def _forget_backlog(number: int) -> None:
+    """A shard no longer held is another worker's to report."""
+    for gauge in (metrics.STREAM_LENGTH, metrics.STREAM_PENDING, metrics.STREAM_LAG):
+        with contextlib.suppress(KeyError):
+            gauge.remove(str(number))
 
 
 async def run_worker(services: Services) -> None:
@@ -188,7 +224,12 @@ async def run_worker(services: Services) -> None:
             await channel.connect()
         status.info("worker running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
                     config.cluster.shards, config.cluster.redis_url)
-        await ClusterWorker(config, redis, channels).run(stop)
+        worker = ClusterWorker(config, redis, channels)
+        stop_health = start_health(config.metrics, worker.readiness, lambda: worker.workspaces_by_shard().values())
+        try:
+            await worker.run(stop)
+        finally:
+            stop_health()
     finally:
         for channel in channels.values():
             with contextlib.suppress(Exception):

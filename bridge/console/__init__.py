@@ -18,6 +18,7 @@ from aiohttp import web
 
 from .. import offload
 from ..app import Services
+from ..health import index_problem, start_health
 from ..logs import STATUS_LOGGER
 from .api import SERVICES, json_errors, routes
 from .security import ConsoleError, add_security_headers, auth_middleware, check_settings
@@ -53,15 +54,18 @@ async def _open_memory(app: web.Application) -> None:
     await offload.run(lambda: (services.memory, services.dreamer, services.knowledge))
 
 
-async def serve(services: Services, *, on_started: Callable[[str], None] | None = None) -> None:
+async def serve(services: Services, *, on_started: Callable[[str], None] | None = None, health: bool = False) -> None:
     """Serve the console on ``console.host:console.port`` until cancelled.
 
-    ``on_started`` gets the page's URL (never with the token) once the port is bound.
+    ``on_started`` gets the page's URL (never with the token) once the port is bound. ``health``
+    (``membridge console``, a process of its own) also serves its ``/metrics``, ``/healthz`` and
+    ``/readyz`` (ready: the index opens); inside ``membridge run`` the bot's endpoints cover it.
     """
     settings = services.config.console
     app = create_app(services)
     runner = web.AppRunner(app)
     await runner.setup()
+    stop_health: Callable[[], None] | None = None
     try:
         try:
             await web.TCPSite(runner, settings.host, settings.port).start()
@@ -72,8 +76,13 @@ async def serve(services: Services, *, on_started: Callable[[str], None] | None 
         _warn_if_exposed(settings.host)
         if on_started is not None:
             on_started(url)
+        if health:
+            stop_health = start_health(services.config.metrics, lambda: [("index", lambda: index_problem(
+                services.memory.db.path))], lambda: [services])
         await asyncio.Event().wait()
     finally:
+        if stop_health is not None:
+            stop_health()
         await runner.cleanup()
 
 

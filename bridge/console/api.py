@@ -21,6 +21,7 @@ from .. import offload
 from ..app import Services
 from . import recalls, views
 from .security import API_PREFIX, Handler, Role, json_error, role_for
+from .status import status_view
 
 log = logging.getLogger(__name__)
 
@@ -173,3 +174,8 @@ async def knowledge_page(request: web.Request) -> web.Response:
 @routes.get("/api/knowledge/graph")
 async def knowledge_graph(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, views.knowledge_graph))
+
+
+@routes.get("/api/status")
+async def status(request: web.Request) -> web.Response:
+    return _reply(await _in_thread(request, status_view))

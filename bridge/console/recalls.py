@@ -12,7 +12,8 @@ from typing import Any
 from memory import MemoryPathError
 
 from ..app import Services
-from .views import existing_scope, iso_time
+from ..overview import iso_time
+from .views import existing_scope
 
 JSON = dict[str, Any]
 

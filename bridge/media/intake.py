@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from bridge import offload
+from bridge import metrics, offload
 from bridge.config import AppConfig
 from bridge.llm import LLMClient, LLMError
 from channels import Attachment, AttachmentError, AttachmentTooLarge, IncomingMessage, Reply
@@ -35,6 +35,11 @@ FILES_IN_DM = "I read files in a direct message only: send it to me there and it
 NO_WORDS = "I couldn't hear any words in that recording."
 ADMINS_ONLY = "Only an admin can add knowledge pages."
 PAGE_USAGE = "Write the caption as /knowledge add <category>/<page>, e.g. /knowledge add tech/on-call."
+
+
+#: The bounded ``reason`` label of ``membridge_media_total`` for each refusal known before a download.
+_REFUSAL_REASONS = {VOICE_OFF: "speech_off", AUDIO_OFF: "speech_off", PHOTO_OFF: "vision_off",
+                    FILES_IN_DM: "not_direct", ADMINS_ONLY: "admins_only", PAGE_USAGE: "no_page_name"}
 
 
 class Refused(Exception):
@@ -81,13 +86,18 @@ class MediaIntake:
         refusals = [self._refusal(attachment, message, who) for attachment in message.attachments]
         said = [text for text in refusals if text]
         if said:
+            for attachment, text in zip(message.attachments, refusals, strict=True):
+                if text:
+                    metrics.MEDIA.labels(attachment.kind, "refused", _REFUSAL_REASONS.get(text, "limit_or_type")).inc()
             return self._reply("\n".join(dict.fromkeys(said)), message)
         done = _Read([], [], [], [])
-        try:
-            for attachment in message.attachments:
+        for attachment in message.attachments:
+            try:
                 await self._read(attachment, message, who, done)
-        except (Refused, AttachmentError, SpeechError) as exc:
-            return self._reply(" ".join([*done.said, str(exc)]), message)
+            except (Refused, AttachmentError, SpeechError) as exc:
+                metrics.MEDIA.labels(attachment.kind, "refused", _failure_reason(exc)).inc()
+                return self._reply(" ".join([*done.said, str(exc)]), message)
+            metrics.MEDIA.labels(attachment.kind, "ok", "").inc()
         await self._keep(who.scope, done.kept)
         caption = message.text.strip()
         if notes.knowledge_page(caption) is not None:
@@ -208,6 +218,13 @@ class MediaIntake:
         await notes.save_note(self.memory, who.scope, title, summary, extracted.text)
         return (f"Saved {title} to your memory ({_size(extracted)}). {summary}",
                 f"[file {title}, saved to memory: {summary}]")
+
+
+def _failure_reason(exc: Exception) -> str:
+    """The bounded label of a failure while reading: the download, the speech server, or the content."""
+    if isinstance(exc, AttachmentError):
+        return "download"
+    return "speech_failed" if isinstance(exc, SpeechError) else "unusable_content"
 
 
 def _duration(seconds: float) -> str:

@@ -43,6 +43,7 @@ HELP = """Commands:
 /memory forget-me: (direct chat) what I keep about you; /memory forget-me! erases it all
 /memory export: all I remember about you, as a zip file (direct messages only)
 /clear: start a fresh conversation (history stays saved)
+/usage: what you have used of my language model today and this week (admins: the top spenders)
 /knowledge list | /knowledge search QUERY
 /help: this list"""
 
@@ -72,6 +73,8 @@ class CommandHost(Protocol):
 
     async def clear_context(self, scope: str, chat_key: str) -> None: ...
 
+    async def usage_text(self, scope: str, is_admin: bool) -> str: ...
+
     async def run_blocking(self, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``func`` in a worker thread of the bridge's bounded pool (memory calls block on SQLite)."""
         ...
@@ -88,6 +91,7 @@ class CommandsPlugin(Plugin):
         ("memory", "show, search, dream, history, revert, forget or export what I remember"),
         ("knowledge", "list or search the shared knowledge base"),
         ("clear", "start a fresh conversation (the history stays on disk)"),
+        ("usage", "what you have used of the model today and this week"),
         ("help", "the commands"),
     )
 
@@ -103,7 +107,7 @@ class CommandsPlugin(Plugin):
 
     def _commands(self) -> dict[str, Handler]:
         return {"help": self._help, "start": self._help, "memory": self._memory, "clear": self._clear,
-                "knowledge": self._knowledge}
+                "knowledge": self._knowledge, "usage": self._usage}
 
     async def _help(self, ctx: EventContext, rest: str) -> str:
         return HELP
@@ -112,6 +116,10 @@ class CommandsPlugin(Plugin):
         host: CommandHost = ctx.host
         await host.clear_context(ctx.scope, ctx.message.chat_key)
         return "Context cleared: I start fresh here. Your history and memory are kept."
+
+    async def _usage(self, ctx: EventContext, rest: str) -> str:
+        host: CommandHost = ctx.host
+        return await host.usage_text(ctx.scope, ctx.is_admin)
 
     # ----------------------------------------------------------------- /memory
     async def _memory(self, ctx: EventContext, rest: str) -> str | Reply:

@@ -6,6 +6,12 @@ from pathlib import Path
 import pytest
 import yaml
 from fakes.openai_server import FakeOpenAI
+from fakes.telegram_server import TOKEN, FakeTelegram
+from support.bot import make_services
+from support.ports import free_port
+
+from bridge.runtime import Bridge, build_plugins
+from channels.telegram import TelegramChannel
 
 
 @pytest.fixture
@@ -27,3 +33,23 @@ def config_file(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def bot_settings() -> dict:
+    """Config overrides of `metered_bot` (a test overrides this fixture, or parametrizes it)."""
+    return {}
+
+
+@pytest.fixture
+async def metered_bot(tmp_path, bot_settings):
+    """`membridge run` in this process with Telegram (fake) and its metrics port: (telegram, llm,
+    services, the metrics base URL)."""
+    port = free_port()
+    async with FakeTelegram() as telegram, FakeOpenAI() as llm:
+        services = make_services(tmp_path / "ws", llm.base_url, metrics={"port": port}, **bot_settings)
+        channel = TelegramChannel(token=TOKEN, base_url=telegram.base_url, poll_timeout=1)
+        bridge = Bridge(services, [channel], build_plugins(services))
+        await bridge.start(timer=True)
+        yield telegram, llm, services, f"http://127.0.0.1:{port}"
+        await bridge.shutdown()

@@ -93,15 +93,30 @@ async def test_dream_history_and_revert(config_file, tmp_path, fake_llm) -> None
 
 
 async def test_doctor_reports_each_part(config_file, fake_llm, tmp_path) -> None:
-    config = config_file(fake_llm.base_url, llm={"base_url": fake_llm.base_url, "api_key": "test-key", "model": "fake-model"})
+    port = free_port()
+    config = config_file(fake_llm.base_url, llm={"base_url": fake_llm.base_url, "api_key": "test-key", "model": "fake-model"},
+                         metrics={"port": port})
     code, out, _ = await membridge(config, "doctor")
     lines = out.splitlines()
-    assert [line.split(":")[0].split()[-1] for line in lines] == ["config", "sqlite", "workspace", "lancedb", "embeddings", "llm"]
-    assert code == 0 and all(line.startswith("ok") for line in lines)
+    assert [line.split(":")[0].split()[-1] for line in lines] == [
+        "config", "sqlite", "workspace", "lancedb", "embeddings", "llm", "running"]
+    assert code == 0 and all(line.startswith("ok") for line in lines[:6])
     assert lines[0] == f"ok    config: {config}" and lines[2].startswith(f"ok    workspace: {tmp_path / 'ws'}: ")
     assert lines[5] == f"ok    llm: {fake_llm.base_url} reachable, model 'fake-model'"
+    assert lines[6].startswith(f"skip  running: no membridge process answers at http://127.0.0.1:{port}/readyz (")
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor")
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
+
+
+async def test_doctor_reads_the_running_bots_readiness(tmp_path, metered_bot) -> None:
+    _telegram, llm, services, base = metered_bot
+    config = tmp_path / "doctor.yaml"
+    config.write_text(json.dumps({"workspace": str(services.config.workspace), "embedding": {"provider": "none"},
+                                  "llm": {"base_url": llm.base_url, "api_key": "test-key", "model": "fake-model"},
+                                  "metrics": {"port": services.config.metrics.port}}), encoding="utf-8")
+    code, out, _ = await membridge(config, "doctor")
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"ok    running: {base}/readyz: ready (index, flush_worker, telegram)"
 
 
 async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -> None:
@@ -355,14 +370,14 @@ async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file,
     from fakes.slack_server import BOT_TOKEN, FakeSlack
     from fakes.telegram_server import TOKEN, FakeTelegram
 
-    port, slack_port = free_port(), free_port()
+    port, slack_port, metrics_port = free_port(), free_port(), free_port()
     async with FakeTelegram() as telegram, FakeSlack() as slack:
         config = config_file(
             channels={"terminal": {"user": "alice"},
                       "telegram": {"enabled": True, "token": TOKEN, "base_url": telegram.base_url},
                       "slack": {"enabled": True, "bot_token": "${SLACK_BOT_TOKEN}", "signing_secret": "s3cret-sign",
                                 "api_url": slack.api_url, "port": slack_port}},
-            console={"enabled": True, "port": port, "token": "console-read-token"})
+            console={"enabled": True, "port": port, "token": "console-read-token"}, metrics={"port": metrics_port})
         env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN}  # as an operator sets it: bolt must not warn about it
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bridge", "--config", str(config), "run", cwd=ROOT, env=env,
@@ -378,12 +393,13 @@ async def test_run_names_each_part_it_starts_and_says_when_it_stops(config_file,
     stderr = "".join(seen) + rest.decode()
     assert process.returncode == 0, stderr
     lines = _status_lines(stderr)
-    assert lines[:2] == ["embeddings: none (keyword search only)",
-                         f"console: http://127.0.0.1:{port}/ (sign in with console.token or console.admin_token)"]
-    assert re.fullmatch(r"nightly run \(summaries, Deep Dream\): next at \d{4}-\d\d-\d\d \d\d:\d\d", lines[2])
-    assert lines[3] == "telegram: @membridge_bot (polling)"
-    assert lines[4] == f"slack: team Fake Team as @membridge (Events API at http://127.0.0.1:{slack_port}/slack/events)"
-    assert lines[5:] == ["running: terminal, telegram, slack; Ctrl-C or SIGTERM stops it",
+    assert lines[:3] == ["embeddings: none (keyword search only)",
+                         f"console: http://127.0.0.1:{port}/ (sign in with console.token or console.admin_token)",
+                         f"metrics: http://127.0.0.1:{metrics_port}/metrics (health: /healthz, /readyz)"]
+    assert re.fullmatch(r"nightly run \(summaries, Deep Dream\): next at \d{4}-\d\d-\d\d \d\d:\d\d", lines[3])
+    assert lines[4] == "telegram: @membridge_bot (polling)"
+    assert lines[5] == f"slack: team Fake Team as @membridge (Events API at http://127.0.0.1:{slack_port}/slack/events)"
+    assert lines[6:] == ["running: terminal, telegram, slack; Ctrl-C or SIGTERM stops it",
                          "stopped: terminal, telegram, slack (up 0h 00m)"]
     assert "console-read-token" not in stderr and BOT_TOKEN not in stderr
     assert "token will be unused" not in stderr and "WARNING" not in stderr, stderr

@@ -54,3 +54,29 @@ async def test_nightly_prunes_scheduled_pairs_versions_and_unused_vectors(tmp_pa
     assert rows(services, "SELECT count(*) FROM embed_cache") == 0
     assert rows(services, "SELECT count(*) FROM messages") == 8 and services.dreamer.memory_file.version_count() == 2
     await services.aclose()
+
+
+async def test_nightly_prunes_old_usage_rows_and_records_its_success_only_when_every_step_passed(
+        tmp_path, fake_llm, monkeypatch) -> None:
+    from datetime import datetime, timedelta
+
+    from bridge.usage import TurnRecord
+
+    fake_llm.responder = answer
+    services = make_services(tmp_path / "ws", fake_llm.base_url, memory=NO_DREAM, usage={"keep_days": 30})
+    now = datetime.now()
+    for age_days in (0, 29, 31, 400):
+        services.usage.record(TurnRecord(now - timedelta(days=age_days), "alice", "telegram", "answered", 10, 1,
+                                         request_ms=(100.0,)))
+    assert services.nightly_last_success() is None
+    monkeypatch.setattr(services.usage, "prune", lambda before: 1 / 0)  # one step fails: the night goes on
+    await services.nightly(date.today(), 1)
+    assert services.nightly_last_success() is None
+    monkeypatch.undo()
+    await services.nightly(date.today(), 1)
+    success = services.nightly_last_success()
+    assert success is not None and success.tzinfo is not None and abs(success.timestamp() - now.timestamp()) < 600
+    assert rows(services, "SELECT count(*) FROM usage_turns") == 2
+    assert services.usage.request_latencies(0) == [100.0, 100.0]
+    assert rows(services, "SELECT count(*) FROM usage_daily") == 2  # today's and 29 days ago
+    await services.aclose()

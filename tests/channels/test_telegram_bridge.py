@@ -89,7 +89,7 @@ async def test_groups_answer_mentions_only_with_the_groups_scope(world) -> None:
 
 async def test_starting_the_bot_publishes_the_commands_menu(world) -> None:
     telegram = world[0]
-    assert [command["command"] for command in telegram.commands] == ["memory", "knowledge", "clear", "help"]
+    assert [command["command"] for command in telegram.commands] == ["memory", "knowledge", "clear", "usage", "help"]
     assert all(command["description"] for command in telegram.commands)
 
 

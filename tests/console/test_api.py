@@ -653,6 +653,28 @@ async def test_cli_console_refuses_without_a_token(tmp_path: Path) -> None:
     assert process.returncode == 1 and "console.token" in err
 
 
+async def test_cli_console_serves_its_own_metrics_and_readiness(tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    config = _config(tmp_path, {**TOKENS, "port": port})
+    data = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**data, "metrics": {"port": metrics_port}}), encoding="utf-8")
+    process = await _membridge("--config", str(config), "console")
+    assert process.stderr is not None
+    try:
+        await asyncio.wait_for(process.stderr.readline(), 60)  # the console's URL
+        line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
+        assert f"metrics: http://127.0.0.1:{metrics_port}/metrics (health: /healthz, /readyz)" in line
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{metrics_port}/readyz") as response:
+                assert (response.status, await response.json()) == (200, {"status": "ready", "checks": {"index": "ok"}})
+            async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as response:
+                assert response.status == 200 and "membridge_flush_jobs" in await response.text()
+    finally:
+        process.send_signal(signal.SIGINT)
+        err = await _stopped(process, 30)
+    assert process.returncode == 0, err
+
+
 async def test_cli_console_prints_the_url_without_the_token(tmp_path: Path) -> None:
     port = free_port()
     config = _config(tmp_path, {**TOKENS, "port": port})

@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select
-from support.browser import absent, no_severe_errors, preview_line_edit, text_in, visible, wait
+from support.browser import absent, no_severe_errors, preview_line_edit, shot, text_in, visible, wait
 from support.console_data import V1, V2, write
 
 from bridge.app import Services
@@ -310,3 +310,36 @@ def test_a_long_passage_is_folded_around_its_match(browser: WebDriver, console_u
     card.find_element(By.XPATH, ".//button[text()='Show all 20 lines']").click()
     assert [line.text for line in card.find_elements(By.CSS_SELECTOR, ".ln") if line.is_displayed()] == lines
     assert card.find_element(By.CSS_SELECTOR, "a.where").text == "Daily memory of 2026-01-29, lines 1–20"
+
+
+def test_the_status_page_draws_the_bots_records_as_charts(browser: WebDriver, console_url: str,
+                                                          services: Services) -> None:
+    from datetime import datetime, timedelta
+
+    from bridge.usage import TurnRecord
+
+    now = datetime.now()
+    for minutes, scope, outcome, tokens in [(5, "telegram-1", "answered", (900, 100)), (6, "telegram-1", "answered", (300, 50)),
+                                            (7, "slack-T1-U2", "answered", (200, 20)), (8, "slack-T1-U2", "failed", (0, 0))]:
+        services.usage.record(TurnRecord(now - timedelta(minutes=minutes), scope, "telegram", outcome, *tokens,
+                                         request_ms=(250.0,) if outcome == "answered" else ()))
+    _open(browser, console_url, "read-tok")
+    browser.find_element(By.CSS_SELECTOR, ".tab[data-view='status']").click()
+    text_in(browser, "view-status", "4 turns")
+    assert browser.current_url.endswith("#/status")
+    section = browser.find_element(By.ID, "view-status")
+    top = section.find_element(By.CSS_SELECTOR, "rect[data-scope='telegram-1']")
+    assert top.find_element(By.TAG_NAME, "title").get_attribute("textContent") == (
+        "telegram-1: 1,200 prompt + 150 completion tokens, 2 turns")
+    widths = {part: float(section.find_element(By.CSS_SELECTOR, f"rect[data-part='{part}']").get_attribute("width"))
+              for part in ("answered", "failed", "refused")}
+    assert widths == {"answered": 240.0, "failed": 80.0, "refused": 0.0}  # 3 of 4 turns, 1 of 4, none
+    assert "p50 250 ms · p95 250 ms" in section.text
+    assert "0 pending" in section.text and "last success never" in section.text
+    assert not browser.find_element(By.ID, "view-scope").is_displayed()
+    shot(browser, "console-status.png")
+    browser.find_element(By.CSS_SELECTOR, ".tab[data-view='search']").click()  # another tab hides the status
+    wait(browser, ec.invisibility_of_element_located((By.ID, "view-status")))
+    browser.back()  # and the back button shows it again
+    wait(browser, ec.visibility_of_element_located((By.ID, "view-status")))
+    no_severe_errors(browser)

@@ -119,3 +119,10 @@ def test_a_shard_runs_in_its_own_workspace_with_its_own_vectors_prefix(tmp_path)
     assert shard.memory.vectors.storage_options == {"allow_http": "true"}
     assert config.memory.vectors.uri == "s3://bucket/bot/"  # the deployment's own config is left as it was
     assert shard_config(parse_config({}), 7).memory.vectors.uri is None  # vectors stay in the shard's folder
+
+
+def test_an_entry_id_says_when_it_was_appended() -> None:
+    from bridge.cluster.keys import appended_at
+
+    assert appended_at("1765065600123-7") == 1765065600.123
+
