@@ -137,7 +137,8 @@ class Agent:
         if user_seq is None:
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         turn = TurnInFlight(who, message.dedupe_key, user_seq)
-        ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
+        ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now,
+                          still_asked=partial(self.conversations.has_message, who.session_id, user_seq))
         system = await offload.run(
             self.prompt.build, PromptContext(who.scope, message.channel, message.chat_type, message.user_name, now))
         try:

@@ -3,7 +3,7 @@
 An export is one zip::
 
     manifest.json                   format, versions, scope, time, counts, size and SHA-256 per member
-    MEMORY.md, memory/...           the scope's files, byte for byte as on disk
+    MEMORY.md, memory/..., media/...  the scope's files (media: kept with media.keep), byte for byte as on disk
     versions/versions.jsonl         one line per kept version (MEMORY.md's, a daily file's), oldest first
     versions/NNNNNN.md              that version's bytes
     conversations/sessions.jsonl    one line per conversation (chat, channel, context boundaries)
@@ -29,12 +29,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date
+from .scopes import DAILY_DIR, MEDIA_DIR, MEMORY_FILE
 
 FORMAT = "membridge-memory-export"
-#: 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held
+#: 4: kept media under ``media/``; 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held
 #: MEMORY.md versions only. Formats 1 and 2 (messages as the chat API's JSON under ``message``) are still read.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 VERSIONS_INDEX = "versions/versions.jsonl"
 SESSIONS = "conversations/sessions.jsonl"
@@ -63,19 +63,8 @@ def version_member(index: int) -> str:
 
 
 def is_scope_file(name: str) -> bool:
-    """A member restored as a file of the scope: MEMORY.md or anything under memory/."""
-    return name == MEMORY_FILE or name.startswith(f"{DAILY_DIR}/")
-
-
-def file_kind(name: str) -> str:
-    """The manifest's count a scope file falls under."""
-    if name == MEMORY_FILE:
-        return "memory_md"
-    if name.startswith(f"{DAILY_DIR}/{DREAMS_DIR}/"):
-        return "dream_diaries"
-    if name.count("/") == 1 and dated_file_date(name):
-        return "daily_files"
-    return "other_files"
+    """A member restored as a file of the scope: MEMORY.md, anything under memory/ or media/."""
+    return name == MEMORY_FILE or name.startswith((f"{DAILY_DIR}/", f"{MEDIA_DIR}/"))
 
 
 def json_line(record: dict[str, Any]) -> bytes:

@@ -18,8 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from .chunker import SECTION_TITLES
-from .conversations import DAILY_REASON, ConversationStore, FlushJob
+from .conversations import ConversationStore
 from .files import append_text
+from .flush_jobs import DAILY_REASON, FlushJob
 from .manager import MemoryManager
 from .offload import Offload
 from .turns import Turn, is_scheduled

@@ -13,7 +13,6 @@ listed with the file, shown as a diff and revertible.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,8 +25,10 @@ from memory import (
     MEMORY_FILE,
     KnowledgePage,
     MemoryFile,
+    ScopeFile,
     Version,
     count_entries,
+    scope_files,
     unified_diff,
     validate_scope,
 )
@@ -36,7 +37,6 @@ from ..app import Services
 
 MAX_SEARCH_LIMIT = 100
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DATED_NAME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 
 JSON = dict[str, Any]
 
@@ -75,11 +75,9 @@ def list_scopes(services: Services) -> list[JSON]:
 
 
 def _scope_summary(services: Services, scope: str) -> JSON:
-    workspace = services.workspace
-    memory = workspace.memory_file(scope)
-    daily = _dated_files(workspace.daily_dir(scope))
-    dreams = _dated_files(workspace.dreams_dir(scope))
-    files = [path for _day, path in daily + dreams] + ([memory] if memory.is_file() else [])
+    held = scope_files(services.workspace, scope)
+    daily, dreams = _dated_files(held, "daily_files"), _dated_files(held, "dream_diaries")
+    files = [file.path for file in held if file.kind in ("memory_md", "daily_files", "dream_diaries")]
     newest = max((path.stat().st_mtime for path in files), default=None)
     return {
         "scope": scope,
@@ -91,21 +89,10 @@ def _scope_summary(services: Services, scope: str) -> JSON:
     }
 
 
-def _dated_files(folder: Path) -> list[tuple[str, Path]]:
-    """``(date, path)`` of the regular ``YYYY-MM-DD.md`` files in ``folder``, newest first.
-
-    Symbolic links are left out: the memory index does not follow them either.
-    """
-    try:
-        with os.scandir(folder) as entries:
-            found = [
-                (match.group(1), Path(entry.path))
-                for entry in entries
-                if (match := _DATED_NAME_RE.match(entry.name)) and entry.is_file(follow_symlinks=False)
-            ]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(found, reverse=True)
+def _dated_files(held: list[ScopeFile], kind: str) -> list[tuple[str, Path]]:
+    """``(date, path)`` of the scope's daily files or dream diaries (``kind``), newest first; what
+    a scope holds is :func:`memory.holdings`'s to say (symbolic links are never among them)."""
+    return sorted(((file.day.isoformat(), file.path) for file in held if file.kind == kind and file.day), reverse=True)
 
 
 def _text(data: bytes) -> str:
@@ -201,15 +188,16 @@ def parse_date(raw: str) -> str:
 
 
 def daily_list(services: Services, scope: str) -> list[JSON]:
-    return _dated_list(services.workspace.daily_dir(existing_scope(services, scope)))
+    return _dated_list(services, scope, "daily_files")
 
 
 def dreams_list(services: Services, scope: str) -> list[JSON]:
-    return _dated_list(services.workspace.dreams_dir(existing_scope(services, scope)))
+    return _dated_list(services, scope, "dream_diaries")
 
 
-def _dated_list(folder: Path) -> list[JSON]:
-    return [{"date": day, "size": path.stat().st_size} for day, path in _dated_files(folder)]
+def _dated_list(services: Services, scope: str, kind: str) -> list[JSON]:
+    held = scope_files(services.workspace, existing_scope(services, scope))
+    return [{"date": day, "size": path.stat().st_size} for day, path in _dated_files(held, kind)]
 
 
 def daily_file(services: Services, scope: str, day: str) -> JSON:

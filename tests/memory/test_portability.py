@@ -71,9 +71,9 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     members = export(portability, tmp_path / "out.zip")
     manifest = json.loads(members.pop("manifest.json"))
     assert manifest["scope"] == SCOPE and manifest["membridge_version"] == "9.9.9"
-    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 3
+    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 4
     assert manifest["counts"] == {"memory_md": 1, "daily_files": 2, "dream_diaries": 1, "other_files": 1,
-                                  "versions": 4, "sessions": 2, "messages": 4}
+                                  "media_files": 0, "versions": 4, "sessions": 2, "messages": 4}
     assert manifest["files"] == {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                                  for name, data in members.items()}
     assert members["memory/2026-12-01.md"] == "- 她喜欢乌龙茶\r\n- no newline at the end".encode()
