@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         make_embedder,
     )
     from .flush import Flusher, Summarizer, conversation_text
-    from .flush_jobs import FlushJob
+    from .flush_jobs import FailingJob, FlushJob
     from .forgetting import Forgetter, pending_forget_jobs
     from .holdings import ScopeFile, scope_files
     from .indexer import SyncReport
@@ -63,6 +63,7 @@ _HOMES = {
     "MemorySettings": "config",
     "StrictSettings": "config",
     "ConversationStore": "conversations",
+    "FailingJob": "flush_jobs",
     "FlushJob": "flush_jobs",
     "StoredMessage": "conversations",
     "session_id": "conversations",
@@ -133,6 +134,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingProvider",
     "EmbeddingSettings",
+    "FailingJob",
     "FlushJob",
     "Flusher",
     "Forgetter",

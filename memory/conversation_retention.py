@@ -53,7 +53,7 @@ class ConversationRetention:
                 (cutoff,),
             )
             conn.execute(
-                "DELETE FROM jobs WHERE status IN ('done', 'failed') AND coalesce(done_at, created_at) < ?", (cutoff,)
+                "DELETE FROM jobs WHERE status = 'done' AND coalesce(done_at, created_at) < ?", (cutoff,)
             )
         return int(deleted)
 

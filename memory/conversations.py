@@ -67,6 +67,7 @@ class ConversationStore(FlushJobs, ConversationRetention, ConversationForgetting
     def _migrate(self) -> None:
         self._migrate_watermark()
         self._migrate_turns()
+        self._migrate_retries()
 
     def _migrate_turns(self) -> None:
         """Format 1 kept each message as the chat API's JSON; rewrite it as a turn, once, in place."""

@@ -19,6 +19,8 @@ from .conversation_rows import SESSION_COLUMNS, Session, last_seq, session_row
 from .database import Database
 
 DAILY_REASON = "daily"
+RETRY_BASE_S = 30.0  # the wait after a job's first failed attempt; it doubles with each one after
+RETRY_MAX_S = 3600.0  # however long a job has failed, it is tried again at least hourly
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,35 @@ class FlushJob:
     attempts: int
 
 
+@dataclass(frozen=True)
+class FailingJob:
+    """A pending job whose attempts failed so far: what ``doctor``, the console and the log show."""
+
+    id: int
+    scope: str
+    attempts: int
+    error: str | None
+    created_at: float
+    last_try_at: float
+    next_try_at: float
+
+
 class FlushJobs:
     """The ``jobs`` table: recording, running order, outcome (a part of the conversation store)."""
 
     db: Database
+
+    def _migrate_retries(self) -> None:
+        """Give ``jobs`` its retry times, and put back the jobs an older version gave up on after 5
+        failed attempts (their turns never reached daily memory): they are retried like any other."""
+        if "next_try_at" in {column[1] for column in self.db.query("PRAGMA table_info(jobs)")}:
+            return  # the usual case: no write lock taken at start
+        with self.db.transaction() as conn:
+            if "next_try_at" in {column[1] for column in conn.execute("PRAGMA table_info(jobs)").fetchall()}:
+                return  # another process migrated it meanwhile
+            conn.execute("ALTER TABLE jobs ADD COLUMN next_try_at REAL")
+            conn.execute("ALTER TABLE jobs ADD COLUMN last_try_at REAL")
+            conn.execute("UPDATE jobs SET status = 'pending', done_at = NULL WHERE status = 'failed'")
 
     def clear_context(self, session_id: str, day: str) -> FlushJob | None:
         """Start the LLM context afresh; the rows stay on disk. The turns not yet in daily memory
@@ -92,28 +119,38 @@ class FlushJobs:
         return True
 
     def job_counts(self) -> dict[str, int]:
-        """Flush jobs by status (pending, done, failed)."""
+        """Flush jobs by status (pending, done)."""
         return {str(row[0]): int(row[1]) for row in self.db.query("SELECT status, count(*) FROM jobs GROUP BY status")}
 
-    def pending_jobs(self) -> list[FlushJob]:
+    def pending_jobs(self, due_at: float | None = None) -> list[FlushJob]:
+        """The jobs not done yet, oldest first; with ``due_at``, only those whose next try has come."""
         rows = self.db.query(
             "SELECT id, session_id, scope, seq_from, seq_to, reason, day, attempts FROM jobs"
-            " WHERE status = 'pending' ORDER BY id"
+            " WHERE status = 'pending' AND (?1 IS NULL OR coalesce(next_try_at, 0) <= ?1) ORDER BY id", (due_at,),
         )
         return [FlushJob(*row) for row in rows]
+
+    def failing_jobs(self) -> list[FailingJob]:
+        """The pending jobs that failed at least once, oldest first."""
+        rows = self.db.query(
+            "SELECT id, scope, attempts, error, created_at, last_try_at, next_try_at FROM jobs"
+            " WHERE status = 'pending' AND attempts > 0 ORDER BY id")
+        return [FailingJob(*row) for row in rows]
 
     def finish_job(self, job_id: int) -> None:
         with self.db.transaction() as conn:
             conn.execute("UPDATE jobs SET status = 'done', done_at = ? WHERE id = ?", (time.time(), job_id))
 
-    def fail_job_attempt(self, job_id: int, error: str, max_attempts: int = 5) -> None:
+    def fail_job_attempt(self, job_id: int, error: str, now: float | None = None) -> float:
+        """Record a failed attempt; the job stays pending and is due again after a wait that doubles
+        with each failure (:data:`RETRY_BASE_S` up to :data:`RETRY_MAX_S`). Returns that wait."""
+        now = time.time() if now is None else now
         with self.db.transaction() as conn:
-            conn.execute(
-                "UPDATE jobs SET attempts = attempts + 1, error = ?,"
-                " status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE status END,"
-                " done_at = CASE WHEN attempts + 1 >= ? THEN ? ELSE done_at END WHERE id = ?",
-                (error[:500], max_attempts, max_attempts, time.time(), job_id),
-            )
+            row = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            wait = float(min(RETRY_BASE_S * 2 ** min(int(row[0]) if row else 0, 20), RETRY_MAX_S))
+            conn.execute("UPDATE jobs SET attempts = attempts + 1, error = ?, last_try_at = ?, next_try_at = ? WHERE id = ?",
+                         (error[:500], now, now + wait, job_id))
+        return wait
 
 
 def record_job(conn: sqlite3.Connection, session: Session, seq_to: int, reason: str, day: str) -> FlushJob | None:

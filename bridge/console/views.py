@@ -23,6 +23,7 @@ from typing import Any
 from memory import (
     DAILY_DIR,
     MEMORY_FILE,
+    FailingJob,
     KnowledgePage,
     MemoryFile,
     ScopeFile,
@@ -71,10 +72,12 @@ def existing_scope(services: Services, scope: str) -> str:
 
 
 def list_scopes(services: Services) -> list[JSON]:
-    return [_scope_summary(services, scope) for scope in services.workspace.list_scopes()]
+    failing = services.conversations.failing_jobs()
+    return [_scope_summary(services, scope, [job for job in failing if job.scope == scope])
+            for scope in services.workspace.list_scopes()]
 
 
-def _scope_summary(services: Services, scope: str) -> JSON:
+def _scope_summary(services: Services, scope: str, failing: list[FailingJob]) -> JSON:
     held = scope_files(services.workspace, scope)
     daily, dreams = _dated_files(held, "daily_files"), _dated_files(held, "dream_diaries")
     files = [file.path for file in held if file.kind in ("memory_md", "daily_files", "dream_diaries")]
@@ -86,6 +89,9 @@ def _scope_summary(services: Services, scope: str) -> JSON:
         "dream_files": len(dreams),
         "last_activity": None if newest is None else iso_time(newest),
         "versions": len(services.dreamer.memory_file.versions(scope)),
+        # flush jobs that failed and are retried: their turns are not in daily memory yet
+        "failing_flush_jobs": len(failing),
+        "flush_error": failing[-1].error if failing else None,
     }
 
 

@@ -178,7 +178,9 @@
 
   function scopeCounts(item) {
     return `${plural(item.memory_entries, "entry", "entries")} · ${plural(item.daily_files, "day")} · `
-      + `${plural(item.dream_files, "dream")} · ${plural(item.versions, "version")}`;
+      + `${plural(item.dream_files, "dream")} · ${plural(item.versions, "version")}`
+      + (item.failing_flush_jobs ? ` · ${plural(item.failing_flush_jobs, "flush failing", "flushes failing")}`
+        + ` (${item.flush_error}; retried)` : "");
   }
 
   async function openScope(scope) {
