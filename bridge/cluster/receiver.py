@@ -28,6 +28,7 @@ from channels.ordering import ChatLanes
 from ..app import Services, thread_scope_channels
 from ..config import AppConfig
 from ..logs import STATUS_LOGGER
+from ..redaction import redact_url
 from ..runtime import build_channels
 from ..scopes import scope_for
 from ..stopping import stop_on_signals
@@ -167,7 +168,7 @@ async def run_receiver(services: Services) -> None:
             await channel.start(receiver.receive)
             status.info("%s", channel.describe())
         status.info("receiver running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
-                    config.cluster.shards, config.cluster.redis_url)
+                    config.cluster.shards, redact_url(config.cluster.redis_url))
         await poller.hold(stop) if poller.channels else await stop.wait()
     finally:
         for channel in posted:

@@ -26,6 +26,7 @@ from channels import Channel
 from ..app import Services
 from ..config import AppConfig
 from ..logs import STATUS_LOGGER
+from ..redaction import redact_url
 from ..runtime import build_channels
 from ..stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
@@ -187,7 +188,7 @@ async def run_worker(services: Services) -> None:
         for channel in channels.values():
             await channel.connect()
         status.info("worker running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
-                    config.cluster.shards, config.cluster.redis_url)
+                    config.cluster.shards, redact_url(config.cluster.redis_url))
         await ClusterWorker(config, redis, channels).run(stop)
     finally:
         for channel in channels.values():
