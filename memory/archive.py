@@ -47,6 +47,7 @@ MAX_RATIO = 1000  # uncompressed / compressed, for members over 1 MiB
 MAX_MANIFEST_BYTES = 64 << 20
 _RATIO_FLOOR = 1 << 20
 READ_CHUNK = 1 << 20
+MAX_LINE_BYTES = 16 << 20  # a JSONL record: the largest, a knowledge_write call of 1M characters, is a few MiB
 
 _VERSION_RE = re.compile(r"^versions/\d{6}\.md$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
@@ -220,17 +221,28 @@ class CheckedArchive:
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """The JSON objects of a JSONL member, one per line. A member that fails its SHA-256 raises
-        before its last line, so a caller writing inside a transaction rolls it all back."""
-        buffer = b""
+        before its last line, so a caller writing inside a transaction rolls it all back. Each byte
+        is copied once (a line spanning many pieces costs its length, not its length squared), and a
+        line over :data:`MAX_LINE_BYTES` is refused as soon as it gets there."""
+        line = bytearray()
         number = 0
         for piece in self.chunks(name):
-            buffer += piece
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
+            start = 0
+            while (end := piece.find(b"\n", start)) != -1:
+                self._grow(line, piece[start:end], name, number + 1)
                 number += 1
-                yield self._record(name, number, line)
-        if buffer.strip():
-            yield self._record(name, number + 1, buffer)
+                yield self._record(name, number, bytes(line))
+                line.clear()
+                start = end + 1
+            self._grow(line, piece[start:], name, number + 1)
+        if line.strip():
+            yield self._record(name, number + 1, bytes(line))
+
+    def _grow(self, line: bytearray, more: bytes, name: str, number: int) -> None:
+        if len(line) + len(more) > MAX_LINE_BYTES:
+            raise self._refuse(f"line {number} of {name} is longer than {MAX_LINE_BYTES:,} bytes, more than an "
+                               "export writes")
+        line += more
 
     def _record(self, name: str, number: int, line: bytes) -> dict[str, Any]:
         try:

@@ -17,6 +17,7 @@ from memory.archive import MAX_MEMBERS
 from memory.conversations import ConversationStore
 from memory.memory_file import MemoryFile
 from memory.portability import Portability, PortabilityError
+from memory.scope_conversations import ScopeConversations
 
 SCOPE = "telegram-42"
 TOKEN = "zebra-lantern-4711"
@@ -313,3 +314,39 @@ def test_export_to_outbox_clears_stale_exports(portability: Portability) -> None
     report = portability.export_to_outbox(SCOPE)
     assert report.path.parent == outbox and zipfile.is_zipfile(report.path)
     assert sorted(p.name for p in outbox.iterdir()) == sorted([fresh.name, report.path.name])
+
+
+def _with_messages(source: Path, target: Path, messages: bytes) -> Path:
+    """A copy of an export whose messages.jsonl is ``messages``, its manifest line made to match."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        manifest = json.loads(old.read("manifest.json"))
+        manifest["files"]["conversations/messages.jsonl"] = {"size": len(messages),
+                                                             "sha256": hashlib.sha256(messages).hexdigest()}
+        for info in old.infolist():
+            if info.filename not in ("manifest.json", "conversations/messages.jsonl"):
+                new.writestr(info, old.read(info))
+        new.writestr("conversations/messages.jsonl", messages)
+        new.writestr("manifest.json", json.dumps(manifest))
+    return target
+
+
+def test_a_long_jsonl_line_is_read_whole_across_pieces_and_an_endless_one_refused(portability: Portability,
+                                                                                  tmp_path: Path) -> None:
+    """#34.12: lines are read in linear time (a line spanning many 1 MiB pieces comes back whole)
+    and bounded (a crafted line of tens of MiB is refused, naming the line and the limit)."""
+    plant(portability)
+    good = tmp_path / "good.zip"
+    portability.export(SCOPE, good)
+    long_text = os.urandom(3 << 19).hex()  # 3 MiB of text: spans four pieces
+    record = {"chat": "telegram:::42:", "seq": 1, "role": "user", "visible": True, "created_at": 1.0,
+              "text": long_text, "meta": {}}
+    line = json.dumps(record).encode() + b"\n"
+    portability.import_(_with_messages(good, tmp_path / "long.zip", line), "long")
+    [message] = ScopeConversations(portability.conversations, "long").messages()
+    assert message["text"] == long_text
+
+    endless = json.dumps({**record, "seq": 2, "text": os.urandom(20 << 20).hex()}).encode() + b"\n"
+    with pytest.raises(PortabilityError, match=r"line 2 of conversations/messages\.jsonl is longer than "
+                                               r"16,777,216 bytes"):
+        portability.import_(_with_messages(good, tmp_path / "endless.zip", line + endless), "endless")
+    assert portability.contents("endless") == []
