@@ -108,9 +108,9 @@ class Forgetter:
                 lines = matching_lines(read_text(file.path), matches)
             except FileNotFoundError:  # the dry run holds no lock: a writer's temp file was renamed since
                 continue
-            if file.kind in LINE_KINDS or file.kind == "temp_files":
+            if file.kind in LINE_KINDS:
                 found.matches += [Match(place, f"{file.name}:{number}", line.strip()) for number, line in lines]
-            elif lines:  # a kept photo or document, or a killed import's file, goes whole
+            elif lines:  # a kept photo or document, a killed writer's or import's file: it goes whole
                 found.matches.append(Match(place, file.name, lines[0][1].strip()))
         for versioned, version, number, line in self.memory_file.find_in_versions(scope, matches):
             found.matches.append(Match("file versions", f"{versioned} v{version}:{number}", line.strip()))
@@ -258,12 +258,13 @@ def _before(day: date | None, before: date) -> bool:
 
 
 def _remove_from_file(file: ScopeFile, matches: Matcher) -> None:
-    """A text file loses its matching lines (emptied, except in MEMORY.md, so the other lines keep
-    their numbers and their chunks their ids); a kept photo or document that holds the text goes
-    whole (cutting lines out of its bytes would leave a broken file)."""
-    if file.kind in LINE_KINDS or file.kind == "temp_files":
+    """A memory file loses its matching lines (emptied, except in MEMORY.md, so the other lines
+    keep their numbers and their chunks their ids); any other file that holds the text (a kept
+    photo or document, a killed writer's temp file) goes whole: cutting lines out of its bytes
+    would leave a broken file, and a temp file is nobody's data. Import leftovers go whole after."""
+    if file.kind in LINE_KINDS:
         rewrite_without(file.path, matches, blank=file.kind != "memory_md")
-    elif file.kind == "media_files" and matches(read_text(file.path)):
+    elif file.kind != "import_leftovers" and matches(read_text(file.path)):
         file.path.unlink(missing_ok=True)
         fsync_dir(file.path.parent)
 
