@@ -1,8 +1,8 @@
 """What a scope holds on disk: the one list that forget, erase, export, import, retention and the console ask.
 
 A scope's files are MEMORY.md, everything under ``memory/`` (daily files, dream diaries, whatever
-else lands there), the kept media under ``media/`` (``media.keep``), the hidden temp files a killed
-writer leaves, and the staging folder of an import killed while it unpacked
+else lands there), the kept media under ``media/`` (``media.keep``), stray files (the hidden temp
+files a killed writer leaves, anything else in the scope's folder), and the staging folder of an import killed while it unpacked
 (``<workspace>/.import-<scope>-<8 random characters>``). Each comes as a :class:`ScopeFile` with its
 kind, so every caller sees the same files and picks by kind (an export takes the person's data; a
 forget reads them all): a new kind of file is added here, once, and nobody can miss it.
@@ -25,7 +25,7 @@ from .files import fsync_dir
 from .scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, Workspace, dated_file_date, validate_scope
 
 #: The kinds of file a scope holds, in the order a count shows them.
-KINDS = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "temp_files", "import_leftovers")
+KINDS = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "stray_files", "import_leftovers")
 #: The kinds that are the person's data: what an export carries and an import restores.
 PERSON_KINDS = frozenset({"memory_md", "daily_files", "dream_diaries", "other_files", "media_files"})
 #: The kinds whose lines are text a forget removes line by line (a media file goes whole).
@@ -60,10 +60,10 @@ def file_day(name: str) -> date | None:
 def kind_of(name: str) -> str:
     """The kind of a file named ``name`` relative to its scope's folder (as in an export)."""
     parts = name.split("/")
-    if any(part.startswith(".") for part in parts):
-        return "temp_files"
     if name == MEMORY_FILE:
         return "memory_md"
+    if any(part.startswith(".") for part in parts) or parts[0] not in (DAILY_DIR, MEDIA_DIR):
+        return "stray_files"  # a killed writer's hidden temp file, or a file outside the layout
     if parts[0] == MEDIA_DIR:
         return "media_files"
     if name.startswith(f"{DAILY_DIR}/{DREAMS_DIR}/"):
@@ -100,11 +100,6 @@ def import_leftovers(workspace: Workspace, scope: str) -> list[Path]:
     return sorted(Path(entry.path) for entry in entries
                   if entry.is_dir(follow_symlinks=False) and (match := _STAGING_RE.match(entry.name))
                   and match.group("scope") == scope)
-
-
-def holds_anything(workspace: Workspace, scope: str) -> bool:
-    """Whether ``scope`` has any file on disk (its folder may exist and be empty)."""
-    return bool(scope_files(workspace, scope))
 
 
 def delete_scope_files(workspace: Workspace, scope: str) -> None:

@@ -350,3 +350,15 @@ def test_a_long_jsonl_line_is_read_whole_across_pieces_and_an_endless_one_refuse
                                                r"16,777,216 bytes"):
         portability.import_(_with_messages(good, tmp_path / "endless.zip", line + endless), "endless")
     assert portability.contents("endless") == []
+
+
+def test_a_file_outside_the_layout_is_not_exported_so_the_export_still_imports(portability: Portability,
+                                                                                tmp_path: Path) -> None:
+    plant(portability)
+    stray = portability.workspace.scope_dir(SCOPE) / "notes.txt"
+    stray.write_bytes(b"put here by hand")
+    members = export(portability, tmp_path / "out.zip")
+    assert "notes.txt" not in members
+    portability.import_(tmp_path / "out.zip", "copy")
+    assert scope_tree(portability, "copy") == {name: data for name, data in scope_tree(portability, SCOPE).items()
+                                               if name not in ("notes.txt", "memory/.2026-12-01.md.abc.tmp")}
