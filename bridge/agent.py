@@ -148,7 +148,8 @@ class Agent:
         if refusal is not None:
             await self._account(message, who, "refused")
             return Reply(refusal, reply_to=message.message_id, markdown=False)
-        ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now)
+        ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now,
+                          still_asked=partial(self.conversations.has_message, who.session_id, user_seq))
         recalled = await self._recall(turn, message.text)
         system = await offload.run(self.prompt.build, PromptContext(
             who.scope, message.channel, message.chat_type, message.user_name, now, recalled))

@@ -87,11 +87,13 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
         raise CommandError("no cluster is configured: cluster.redis_url is unset (one process runs everything)")
     from .cluster.connection import UNAVAILABLE
     from .cluster.status import as_json, collect, render
+    from .redaction import redact, redact_url, url_secrets
 
     try:
         shards, workers = asyncio.run(collect(services.config))
     except UNAVAILABLE as exc:
-        raise CommandError(f"cannot reach Redis at {services.config.cluster.redis_url}: {exc}") from None
+        url = services.config.cluster.redis_url
+        raise CommandError(f"cannot reach Redis at {redact_url(url)}: {redact(str(exc), *url_secrets(url))}") from None
     if args.json:
         print_json(as_json(shards, workers))
     else:

@@ -27,7 +27,9 @@ Without --yes it says what would go and changes nothing."""
 def cmd_memory_forget(services: Services, args: argparse.Namespace) -> int:
     from memory import NothingToForget  # imported when used: --help stays fast
 
-    scope = scope_arg(services, args, must_exist=True)
+    scope = scope_arg(services, args, must_exist=False)
+    if args.scope and not any(services.forgetter.holdings(scope).values()):
+        raise CommandError(f"unknown scope {scope!r}: nothing is stored for it (known scopes: {_known(services)})")
     try:
         found = services.forgetter.find(scope, args.text) if args.dry_run else services.forgetter.forget(scope, args.text)
     except NothingToForget as exc:
@@ -48,8 +50,7 @@ def cmd_memory_erase(services: Services, args: argparse.Namespace) -> int:
     holdings = services.forgetter.holdings(scope)
     summary = ", ".join(f"{count} {what}" for what, count in holdings.items())
     if not any(holdings.values()):
-        known = ", ".join(services.workspace.list_scopes()) or "none yet"
-        raise CommandError(f"nothing is stored for scope {scope!r} (scopes with files: {known})")
+        raise CommandError(f"nothing is stored for scope {scope!r} (known scopes: {_known(services)})")
     if not args.yes:
         raise CommandError(f"this would erase scope {scope} for good ({summary}); add --yes to do it")
     services.forgetter.erase(scope)
@@ -60,3 +61,8 @@ def cmd_memory_erase(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def _known(services: Services) -> str:
+    """The scopes that hold anything: a folder, or only conversations (a chat nothing was written for yet)."""
+    return ", ".join(services.forgetter.known_scopes()) or "none yet"

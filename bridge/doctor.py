@@ -11,6 +11,7 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
@@ -56,8 +57,25 @@ def _sizes(services: Services) -> str:
     vectors = services.memory.count_cached_vectors()
     versions = services.dreamer.memory_file.version_count()
     jobs = services.conversations.job_counts()
-    by_status = ", ".join(f"{jobs.get(status, 0)} {status}" for status in ("pending", "done", "failed"))
+    by_status = ", ".join(f"{jobs.get(status, 0)} {status}" for status in ("pending", "done"))
     return f"{vectors} cached vectors, {versions} MEMORY.md versions, {sum(jobs.values())} flush jobs ({by_status})"
+
+
+def _flush(services: Services) -> str:
+    """Failing flush jobs are not an error of setup, but a person should act on them (a full disk,
+    a lock held too long): their turns wait, unsummarised, until a retry succeeds."""
+    failing = services.conversations.failing_jobs()
+    if not failing:
+        return "no flush job is failing"
+    oldest = failing[0]
+    raise RuntimeError(
+        f"{len(failing)} flush job(s) failing and retried with backoff; oldest: job {oldest.id} of scope "
+        f"{oldest.scope}, {oldest.attempts} attempts since {_when(oldest.created_at)}, next try "
+        f"{_when(oldest.next_try_at)}, last error: {oldest.error}")
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).isoformat(sep=" ", timespec="seconds")
 
 
 def _workspace(services: Services) -> str:
@@ -147,6 +165,7 @@ def run_checks(services: Services, *, offline: bool = False) -> list[Check]:
         _check("config", lambda: _config(services)),
         _check("sqlite", lambda: _sqlite(services)),
         _check("workspace", lambda: _workspace(services)),
+        _check("flush", lambda: _flush(services)),
     ]
     if offline:
         where = services.config.llm.base_url or "the OpenAI API"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import metrics
 from .config import LLMSettings
+from .redaction import redact
 
 if TYPE_CHECKING:  # imported where used: ``import openai`` takes over a second, and most commands never call it
     import openai
@@ -98,16 +98,6 @@ class LLMClient(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
-
-
-_KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]+")
-
-
-def redact(text: str, secret: str | None) -> str:
-    """Remove the API key (and anything shaped like one) from a message shown to people or logs."""
-    if secret:
-        text = text.replace(secret, "***")
-    return _KEY_RE.sub(r"\1***", text)
 
 
 class OpenAIChat(LLMClient):

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .config import AppConfig, LoggingSettings
+from .redaction import url_secrets
 
 #: The logger of the lines that say what ``membridge run`` started and when it stopped.
 STATUS_LOGGER = "membridge"
@@ -29,7 +30,8 @@ QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "telegram", "slac
 
 
 def config_secrets(config: AppConfig) -> list[str]:
-    """Every secret value in the configuration (tokens, keys, signing secrets)."""
+    """Every secret value in the configuration (tokens, keys, signing secrets, the Redis URL's password:
+    that one whatever its length, since it is never an ordinary word of a log line)."""
     channels = config.channels
     values = [
         config.llm.api_key, config.embedding.api_key, config.memory.rerank.api_key,
@@ -37,7 +39,7 @@ def config_secrets(config: AppConfig) -> list[str]:
         channels.slack.bot_token, channels.slack.app_token, channels.slack.signing_secret,
         config.console.token, config.console.admin_token,
     ]
-    return [value for value in values if value and len(value) >= 6]
+    return [value for value in values if value and len(value) >= 6] + url_secrets(config.cluster.redis_url)
 
 
 class RedactSecrets(logging.Filter):

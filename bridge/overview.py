@@ -9,20 +9,17 @@ a worker thread.
 
 from __future__ import annotations
 
-import os
-import re
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory import count_entries
+from memory import ScopeFile, count_entries, scope_files
 
 if TYPE_CHECKING:
     from .app import Services
 
 #: The days the notes-per-day chart covers, ending today: thirteen weeks.
 CHART_DAYS = 91
-_DATED_NAME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 
 
 def iso_time(timestamp: float) -> str:
@@ -30,28 +27,18 @@ def iso_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat(timespec="seconds")
 
 
-def dated_files(folder: Path) -> list[tuple[str, Path]]:
-    """``(date, path)`` of the regular ``YYYY-MM-DD.md`` files in ``folder``, newest first.
-
-    Symbolic links are left out: the memory index does not follow them either.
-    """
-    try:
-        with os.scandir(folder) as entries:
-            found = [
-                (match.group(1), Path(entry.path))
-                for entry in entries
-                if (match := _DATED_NAME_RE.match(entry.name)) and entry.is_file(follow_symlinks=False)
-            ]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(found, reverse=True)
+def dated_files(held: list[ScopeFile], kind: str) -> list[tuple[str, Path]]:
+    """``(date, path)`` of a scope's daily files or dream diaries (``kind``) among ``held``, newest
+    first; what a scope holds is :func:`memory.scope_files`'s to say (symbolic links never)."""
+    return sorted(((file.day.isoformat(), file.path) for file in held if file.kind == kind and file.day), reverse=True)
 
 
 def scope_overview(services: Services, scope: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The overview of an existing ``scope`` as one JSON-ready dict (see README "Memory console")."""
     now = now or datetime.now().astimezone()
     workspace = services.workspace
-    notes = {day: count_entries(_read(path)) for day, path in dated_files(workspace.daily_dir(scope))}
+    held = scope_files(workspace, scope)
+    notes = {day: count_entries(_read(path)) for day, path in dated_files(held, "daily_files")}
     last_indexed = max((record.indexed_at for record in services.memory.storage.files(scope).values()), default=None)
     last_dream = services.dreamer.last_dreamt(scope)
     settings = services.config.embedding
@@ -62,7 +49,7 @@ def scope_overview(services: Services, scope: str, *, now: datetime | None = Non
         "notes": sum(notes.values()),
         "first_day": min(notes, default=None),
         "last_day": max(notes, default=None),
-        "dream_diaries": len(dated_files(workspace.dreams_dir(scope))),
+        "dream_diaries": len(dated_files(held, "dream_diaries")),
         "knowledge_pages": len(services.knowledge.list_pages()),
         "last_sync": None if last_indexed is None else iso_time(last_indexed),
         "last_dream": None if last_dream is None else iso_time(last_dream),

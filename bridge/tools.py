@@ -11,12 +11,12 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError, SearchResult
+from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError, SearchResult, WriteWithdrawn
 
 from . import metrics, offload
 
@@ -30,12 +30,23 @@ class ToolError(Exception):
     """What the model did wrong, in words it can act on."""
 
 
+def _always() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class ToolContext:
     scope: str
     user: str  # "<channel>:<user id>"
     is_admin: bool
     now: datetime
+    #: Whether the message this turn answers is still stored: a tool that writes memory checks it
+    #: under the workspace lock, so a forget that landed while the model answered is not undone.
+    still_asked: Callable[[], bool] = field(default=_always)
+
+
+_WITHDRAWN = ("the person's message was forgotten while you answered it, so nothing was saved; "
+              "do not repeat or save its content")
 
 
 class Tool(ABC):
@@ -151,7 +162,10 @@ class MemoryWrite(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         text = " ".join(_text_arg(args, "text", max_len=2000).split())
         line = text if text.startswith("- ") else f"- {text}"
-        path = await offload.run(self.memory.append_daily, ctx.scope, line, when=ctx.now)
+        try:
+            path = await offload.run(self.memory.append_daily, ctx.scope, line, when=ctx.now, only_if=ctx.still_asked)
+        except WriteWithdrawn:
+            raise ToolError(_WITHDRAWN) from None
         return f"saved to memory/{path.name}"
 
 
@@ -201,9 +215,12 @@ class KnowledgeWrite(Tool):
         page = _text_arg(args, "page", max_len=500)
         content = _text_arg(args, "content", max_len=1_000_000)
         try:
-            written = await offload.run(self.knowledge.write, page, content, actor=ctx.user.replace(" ", "_"))
+            written = await offload.run(self.knowledge.write, page, content, actor=ctx.user.replace(" ", "_"),
+                                        only_if=ctx.still_asked)
         except KnowledgeError as exc:
             raise ToolError(str(exc)) from None
+        except WriteWithdrawn:
+            raise ToolError(_WITHDRAWN) from None
         return f"saved {written.path}"
 
 

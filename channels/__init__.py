@@ -13,7 +13,8 @@ from .base import (
     MessageHandler,
     OutgoingFile,
     Reply,
+    sizes_over,
     split_message,
 )
 
-__all__ = ["Attachment", "AttachmentError", "AttachmentKind", "AttachmentTooLarge", "Channel", "ChatType", "IncomingMessage", "MessageHandler", "OutgoingFile", "Reply", "split_message"]
+__all__ = ["Attachment", "AttachmentError", "AttachmentKind", "AttachmentTooLarge", "Channel", "ChatType", "IncomingMessage", "MessageHandler", "OutgoingFile", "Reply", "sizes_over", "split_message"]

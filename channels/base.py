@@ -25,12 +25,28 @@ class AttachmentError(Exception):
     """An attachment could not be fetched. ``str(exc)`` is said to the person as it is."""
 
 
+def sizes_over(size: int, limit: int) -> tuple[str, str]:
+    """``size`` and ``limit`` as a refusal says them ("1.7 MB", "1.5 MB"), in the largest unit
+    whose one decimal still tells them apart, else in bytes ("2,001 bytes", "2,000 bytes"): a
+    refusal never claims a file is over a limit that reads as larger."""
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        shown, allowed = round(size / scale, 1), round(limit / scale, 1)
+        if limit >= scale and shown > allowed:
+            return f"{_decimal(shown)} {unit}", f"{_decimal(allowed)} {unit}"
+    return f"{size:,} bytes", f"{limit:,} bytes"
+
+
+def _decimal(value: float) -> str:
+    """One decimal, dropped when it is 0 ("25", "1.7")."""
+    return f"{value:.1f}".removesuffix(".0")
+
+
 class AttachmentTooLarge(AttachmentError):
     """An attachment is over the size the bridge accepts (or the platform lets a bot download)."""
 
     def __init__(self, name: str, size: int, limit: int) -> None:
-        super().__init__(f"{name} is {size / 1e6:.1f} MB, over the {limit / 1e6:.0f} MB limit, "
-                         "so it was not read.")
+        shown, allowed = sizes_over(size, limit)
+        super().__init__(f"{name} is {shown}, over the limit of {allowed}, so it was not read.")
         self.name = name
         self.size = size
         self.limit = limit
@@ -213,8 +229,8 @@ def oversize_notice(file: OutgoingFile, limit_bytes: int, platform: str) -> str 
     size = file.path.stat().st_size
     if size <= limit_bytes:
         return None
-    return (f"{file.name} is {size / 1e6:.1f} MB, over the {limit_bytes / 1e6:.0f} MB {platform} lets a bot "
-            "send, so it was not sent here.")
+    shown, allowed = sizes_over(size, limit_bytes)
+    return f"{file.name} is {shown}, over the {allowed} {platform} lets a bot send, so it was not sent here."
 
 
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")

@@ -5,7 +5,8 @@ with a bound (python-telegram-bot's ``download_to_memory`` reads the whole body 
 size), so the body is read here chunk by chunk and given up as soon as it passes the limit.
 Content-Encoding is not undone: the bytes counted are the bytes on the wire, so a gzip bomb
 cannot inflate past the bound. Redirects are followed by hand, a few at most, and credential
-headers go only to the host they were meant for.
+headers go only to the origin they were meant for: the same scheme, host and port (a redirect
+from https to http on the same host would carry them in clear text).
 """
 
 from __future__ import annotations
@@ -52,16 +53,16 @@ async def download(
 ) -> bytes:
     """GET ``url`` and return its body, at most ``max_bytes`` of it.
 
-    ``headers`` (a bearer token) are sent to ``url``'s host only; a redirect elsewhere is
-    followed without them. A declared Content-Length over the limit is refused before the body
+    ``headers`` (a bearer token) are sent to ``url``'s origin only (scheme, host and port); a
+    redirect elsewhere, or to plain http, is followed without them. A declared Content-Length over the limit is refused before the body
     is read; a body that grows past it is cut off at once. Either way: :class:`AttachmentTooLarge`.
     Any other failure is an :class:`AttachmentError` naming ``platform``.
     """
-    home = urlsplit(url).netloc
+    home = _origin(url)
     try:
         async with ClientSession(auto_decompress=False, timeout=ClientTimeout(total=None)) as session:
             for _ in range(_MAX_REDIRECTS + 1):
-                sent = dict(headers or {}) if urlsplit(url).netloc == home else {}
+                sent = dict(headers or {}) if _origin(url) == home else {}
                 async with session.get(url, headers=sent, allow_redirects=False) as response:
                     location = response.headers.get("Location")
                     if response.status in _REDIRECTS and location:
@@ -73,6 +74,12 @@ async def download(
         raise AttachmentError(f"{platform} did not hand over {name} ({type(exc).__name__}). "
                               "Try sending it again.") from exc
     raise AttachmentError(f"{platform} redirected the download of {name} too often, so it was not read.")
+
+
+def _origin(url: str) -> tuple[str, str]:
+    """(scheme, host:port) of ``url``: where a credential may go."""
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def _check_status(response: ClientResponse, name: str, platform: str) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .chunker import Chunk, chunk_text
     from .config import DreamSettings, EmbeddingSettings, MemorySettings, RerankSettings, StrictSettings
-    from .conversations import ConversationStore, FlushJob, StoredMessage, session_id
+    from .conversations import ConversationStore, StoredMessage, session_id
     from .database import Database
     from .dream import DeepDream, DreamResult
     from .embedding import (
@@ -27,12 +27,15 @@ if TYPE_CHECKING:
         make_embedder,
     )
     from .flush import Flusher, Summarizer, conversation_text
-    from .forgetting import Forgetter, NothingToForget, pending_forget_jobs
+    from .flush_jobs import FailingJob, FlushJob
+    from .forgetting import Forgetter, pending_forget_jobs
+    from .holdings import ScopeFile, scope_files
     from .indexer import SyncReport
     from .keyword import count_cjk
     from .knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .knowledge_names import KnowledgeError
-    from .locks import WorkspaceLock, WorkspaceLockTimeout
+    from .line_removal import NothingToForget
+    from .locks import WorkspaceLock, WorkspaceLockTimeout, WriteWithdrawn
     from .manager import IndexCheck, MemoryManager
     from .memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
     from .portability import Portability, PortabilityError, TransferReport
@@ -63,7 +66,8 @@ _HOMES = {
     "RerankSettings": "config",
     "StrictSettings": "config",
     "ConversationStore": "conversations",
-    "FlushJob": "conversations",
+    "FailingJob": "flush_jobs",
+    "FlushJob": "flush_jobs",
     "StoredMessage": "conversations",
     "session_id": "conversations",
     "DeepDream": "dream",
@@ -78,7 +82,7 @@ _HOMES = {
     "Summarizer": "flush",
     "conversation_text": "flush",
     "Forgetter": "forgetting",
-    "NothingToForget": "forgetting",
+    "NothingToForget": "line_removal",
     "pending_forget_jobs": "forgetting",
     "count_cjk": "keyword",
     "KnowledgeNotFound": "knowledge",
@@ -87,6 +91,7 @@ _HOMES = {
     "KnowledgeError": "knowledge_names",
     "WorkspaceLock": "locks",
     "WorkspaceLockTimeout": "locks",
+    "WriteWithdrawn": "locks",
     "IndexCheck": "manager",
     "MemoryManager": "manager",
     "MemoryFile": "memory_file",
@@ -105,6 +110,8 @@ _HOMES = {
     "SearchResult": "retrieval.result",
     "Match": "retrieval.result",
     "Recalled": "retrieval.recall",
+    "ScopeFile": "holdings",
+    "scope_files": "holdings",
     "DAILY_DIR": "scopes",
     "GLOBAL_SCOPE": "scopes",
     "KNOWLEDGE_DIR": "scopes",
@@ -135,6 +142,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingProvider",
     "EmbeddingSettings",
+    "FailingJob",
     "FlushJob",
     "Flusher",
     "Forgetter",
@@ -159,6 +167,7 @@ __all__ = [
     "RerankSettings",
     "Reranker",
     "ScopeError",
+    "ScopeFile",
     "SearchResult",
     "StoredMessage",
     "StrictSettings",
@@ -172,6 +181,7 @@ __all__ = [
     "Workspace",
     "WorkspaceLock",
     "WorkspaceLockTimeout",
+    "WriteWithdrawn",
     "chunk_text",
     "conversation_text",
     "count_cjk",
@@ -180,6 +190,7 @@ __all__ = [
     "make_reranker",
     "pending_forget_jobs",
     "reranked_order",
+    "scope_files",
     "session_id",
     "unified_diff",
     "validate_scope",

@@ -3,7 +3,7 @@
 An export is one zip::
 
     manifest.json                   format, versions, scope, time, counts, size and SHA-256 per member
-    MEMORY.md, memory/...           the scope's files, byte for byte as on disk
+    MEMORY.md, memory/..., media/...  the scope's files (media: kept with media.keep), byte for byte as on disk
     versions/versions.jsonl         one line per kept version (MEMORY.md's, a daily file's), oldest first
     versions/NNNNNN.md              that version's bytes
     conversations/sessions.jsonl    one line per conversation (chat, channel, context boundaries)
@@ -29,12 +29,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .scopes import DAILY_DIR, DREAMS_DIR, MEMORY_FILE, dated_file_date
+from .scopes import DAILY_DIR, MEDIA_DIR, MEMORY_FILE
 
 FORMAT = "membridge-memory-export"
-#: 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held
+#: 4: kept media under ``media/``; 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held
 #: MEMORY.md versions only. Formats 1 and 2 (messages as the chat API's JSON under ``message``) are still read.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 VERSIONS_INDEX = "versions/versions.jsonl"
 SESSIONS = "conversations/sessions.jsonl"
@@ -47,6 +47,7 @@ MAX_RATIO = 1000  # uncompressed / compressed, for members over 1 MiB
 MAX_MANIFEST_BYTES = 64 << 20
 _RATIO_FLOOR = 1 << 20
 READ_CHUNK = 1 << 20
+MAX_LINE_BYTES = 16 << 20  # a JSONL record: the largest, a knowledge_write call of 1M characters, is a few MiB
 
 _VERSION_RE = re.compile(r"^versions/\d{6}\.md$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
@@ -63,19 +64,8 @@ def version_member(index: int) -> str:
 
 
 def is_scope_file(name: str) -> bool:
-    """A member restored as a file of the scope: MEMORY.md or anything under memory/."""
-    return name == MEMORY_FILE or name.startswith(f"{DAILY_DIR}/")
-
-
-def file_kind(name: str) -> str:
-    """The manifest's count a scope file falls under."""
-    if name == MEMORY_FILE:
-        return "memory_md"
-    if name.startswith(f"{DAILY_DIR}/{DREAMS_DIR}/"):
-        return "dream_diaries"
-    if name.count("/") == 1 and dated_file_date(name):
-        return "daily_files"
-    return "other_files"
+    """A member restored as a file of the scope: MEMORY.md, anything under memory/ or media/."""
+    return name == MEMORY_FILE or name.startswith((f"{DAILY_DIR}/", f"{MEDIA_DIR}/"))
 
 
 def json_line(record: dict[str, Any]) -> bytes:
@@ -231,17 +221,28 @@ class CheckedArchive:
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """The JSON objects of a JSONL member, one per line. A member that fails its SHA-256 raises
-        before its last line, so a caller writing inside a transaction rolls it all back."""
-        buffer = b""
+        before its last line, so a caller writing inside a transaction rolls it all back. Each byte
+        is copied once (a line spanning many pieces costs its length, not its length squared), and a
+        line over :data:`MAX_LINE_BYTES` is refused as soon as it gets there."""
+        line = bytearray()
         number = 0
         for piece in self.chunks(name):
-            buffer += piece
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
+            start = 0
+            while (end := piece.find(b"\n", start)) != -1:
+                self._grow(line, piece[start:end], name, number + 1)
                 number += 1
-                yield self._record(name, number, line)
-        if buffer.strip():
-            yield self._record(name, number + 1, buffer)
+                yield self._record(name, number, bytes(line))
+                line.clear()
+                start = end + 1
+            self._grow(line, piece[start:], name, number + 1)
+        if line.strip():
+            yield self._record(name, number + 1, bytes(line))
+
+    def _grow(self, line: bytearray, more: bytes, name: str, number: int) -> None:
+        if len(line) + len(more) > MAX_LINE_BYTES:
+            raise self._refuse(f"line {number} of {name} is longer than {MAX_LINE_BYTES:,} bytes, more than an "
+                               "export writes")
+        line += more
 
     def _record(self, name: str, number: int, line: bytes) -> dict[str, Any]:
         try:

@@ -1,13 +1,11 @@
-"""The conversation store: sessions, their messages and durable flush jobs, in ``index.db``.
+"""The conversation store: sessions and their messages in ``index.db``, with its parts for flush
+jobs (:mod:`memory.flush_jobs`), retention (:mod:`memory.conversation_retention`) and forgetting
+(:mod:`memory.conversation_forgetting`).
 
 Messages are turns (:mod:`memory.turns`: role, text and the caller's string fields; no chat API's
 format), append-only with a ``seq`` that only grows per session. The LLM context of a session
 starts at ``context_start_seq``: trimming or ``/clear`` moves that boundary, older rows stay on
-disk. Each session has one watermark, ``summarized_seq``: every message up to it belongs to a flush
-job already recorded. Every path that moves turns toward daily memory (a trim, ``/clear``, the
-nightly summary) records a job for the range past the watermark and advances it in the same
-transaction, so each turn is queued exactly once, and a crash at any point either keeps the old
-state or leaves a job that the next start completes.
+disk.
 """
 
 from __future__ import annotations
@@ -17,18 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .conversation_forgetting import ConversationForgetting
+from .conversation_retention import ConversationRetention
+from .conversation_rows import SESSION_COLUMNS, Session, chat_of, last_seq, session_id, stored_turn
 from .database import Database
-from .turns import (
-    SCHEDULED_PREFIX,
-    Turn,
-    decode_meta,
-    encode_meta,
-    has_turn_columns,
-    is_scheduled,
-    is_visible_turn,
-    migrate_v1_rows,
-    searchable_text,
-)
+from .flush_jobs import DAILY_REASON, FlushJob, FlushJobs
+from .turns import Turn, encode_meta, has_turn_columns, is_visible_turn, migrate_v1_rows
+
+__all__ = ["DAILY_REASON", "SCHEMA", "ConversationStore", "FlushJob", "Session", "StoredMessage", "chat_of",
+           "session_id", "stored_turn"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -51,30 +46,6 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
-_SESSION_COLUMNS = "id, scope, channel, context_start_seq, summary, updated_at, summarized_seq, cleared_seq"
-DAILY_REASON = "daily"
-
-
-def session_id(scope: str, chat_key: str) -> str:
-    """The session of a chat in a scope: ``<scope>|<chat>`` (scope names never contain ``|``)."""
-    return f"{scope}|{chat_key}"
-
-
-def chat_of(session: str, scope: str) -> str:
-    """The chat part of a session id of ``scope``: what stays the same when a scope is moved."""
-    return session.removeprefix(f"{scope}|")
-
-
-@dataclass(frozen=True)
-class Session:
-    id: str
-    scope: str
-    channel: str
-    context_start_seq: int
-    summary: str | None
-    updated_at: float
-    summarized_seq: int = 0  # every message up to here belongs to a recorded flush job
-    cleared_seq: int = 0  # where the last /clear started a fresh context
 
 
 @dataclass(frozen=True)
@@ -85,19 +56,9 @@ class StoredMessage:
     created_at: float
 
 
-@dataclass(frozen=True)
-class FlushJob:
-    id: int
-    session_id: str
-    scope: str
-    seq_from: int
-    seq_to: int
-    reason: str
-    day: str
-    attempts: int
+class ConversationStore(FlushJobs, ConversationRetention, ConversationForgetting):
+    """Sessions and their messages; its parts add flush jobs, retention and forgetting."""
 
-
-class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
@@ -106,6 +67,7 @@ class ConversationStore:
     def _migrate(self) -> None:
         self._migrate_watermark()
         self._migrate_turns()
+        self._migrate_retries()
 
     def _migrate_turns(self) -> None:
         """Format 1 kept each message as the chat API's JSON; rewrite it as a turn, once, in place."""
@@ -148,11 +110,15 @@ class ConversationStore:
         return session
 
     def get_session(self, session_id: str) -> Session | None:
-        rows = self.db.query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        rows = self.db.query(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         return Session(*rows[0]) if rows else None
 
+    def scopes(self) -> list[str]:
+        """Every scope that has a session, sorted."""
+        return [str(row[0]) for row in self.db.query("SELECT DISTINCT scope FROM sessions ORDER BY scope")]
+
     def sessions_active_since(self, since: float) -> list[Session]:
-        rows = self.db.query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE updated_at >= ? ORDER BY id", (since,))
+        rows = self.db.query(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE updated_at >= ? ORDER BY id", (since,))
         return [Session(*row) for row in rows]
 
     # ------------------------------------------------------------- messages
@@ -177,7 +143,7 @@ class ConversationStore:
             if answering is not None and conn.execute(
                     "SELECT 1 FROM messages WHERE session_id = ? AND seq = ?", (session_id, answering)).fetchone() is None:
                 return []
-            last = _last_seq(conn, session_id)
+            last = last_seq(conn, session_id)
             seqs = list(range(last + 1, last + 1 + len(messages)))
             conn.executemany(
                 "INSERT INTO messages (session_id, seq, role, body, meta, visible, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -197,6 +163,10 @@ class ConversationStore:
         rows = self.db.query("SELECT max(seq) FROM messages WHERE session_id = ? AND visible = 1 AND body = ?",
                              (session_id, text))
         return None if rows[0][0] is None else int(rows[0][0])
+
+    def has_message(self, session_id: str, seq: int) -> bool:
+        """Whether the message ``seq`` of the session is still stored (a forget deletes it)."""
+        return bool(self.db.query("SELECT 1 FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)))
 
     def context_messages(self, session_id: str) -> list[StoredMessage]:
         """Every message inside the session's LLM context, oldest first."""
@@ -223,223 +193,7 @@ class ConversationStore:
         )
         return [stored_turn(*row) for row in rows]
 
-    def clear_context(self, session_id: str, day: str) -> FlushJob | None:
-        """Start the LLM context afresh; the rows stay on disk. The turns not yet in daily memory
-        become a flush job (the nightly summary reads only the context, so they would be lost), and
-        ``cleared_seq`` tells a flush that finishes later that the fresh context is not its own."""
-        with self.db.transaction() as conn:
-            session = _session(conn, session_id)
-            if session is None:
-                return None
-            end = _last_seq(conn, session_id)
-            conn.execute(
-                "UPDATE sessions SET context_start_seq = ?, cleared_seq = ?, summary = NULL WHERE id = ?",
-                (end + 1, end + 1, session_id),
-            )
-            return _record_job(conn, session, end, "clear", day)
-
-    def trim(self, session_id: str, new_start_seq: int, reason: str, day: str) -> FlushJob | None:
-        """Move the context boundary to ``new_start_seq``; what left it and is not yet in daily memory
-        becomes a flush job, in the same transaction: never lost, never queued twice."""
-        with self.db.transaction() as conn:
-            session = _session(conn, session_id)
-            if session is None or new_start_seq <= session.context_start_seq:
-                return None
-            conn.execute("UPDATE sessions SET context_start_seq = ? WHERE id = ?", (new_start_seq, session_id))
-            return _record_job(conn, session, new_start_seq - 1, reason, day)
-
-    def record_daily_jobs(self, until: float, day: str) -> list[FlushJob]:
-        """The nightly summary: in every session, the turns written before ``until`` that are not yet
-        in daily memory become one job for ``day``. The context keeps them; a later trim does not
-        queue them again."""
-        with self.db.transaction() as conn:
-            rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS}, (SELECT max(seq) FROM messages m WHERE m.session_id = s.id"
-                " AND m.created_at < ?) FROM sessions s ORDER BY id",
-                (until,),
-            ).fetchall()
-            jobs = [_record_job(conn, Session(*row[:-1]), row[-1], DAILY_REASON, day) for row in rows if row[-1]]
-        return [job for job in jobs if job is not None]
-
-    def remember_summary(self, job: FlushJob, summary: str, keep_chars: int) -> bool:
-        """Add a finished job's summary to the head of its session's context, so the thread is not
-        lost: only when its turns have left the context and no ``/clear`` came after it was recorded
-        (its summary belongs to the old context). Checked and written in one transaction."""
-        with self.db.transaction() as conn:
-            session = _session(conn, job.session_id)
-            if session is None or job.seq_to >= session.context_start_seq or job.seq_from < session.cleared_seq:
-                return False
-            previous = session.summary or ""
-            if summary in previous:
-                return False
-            combined = f"{previous}\n{summary}".strip()[-keep_chars:]
-            conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", (combined, job.session_id))
-        return True
-
-    def prune_scheduled_messages(self, session_id: str, keep_last_n: int) -> int:
-        """Keep only the newest ``keep_last_n`` scheduler-injected pairs; returns rows deleted."""
-        stored = self.db.query("SELECT seq, role, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
-        pairs: list[list[int]] = []
-        for index, (seq, role, body) in enumerate(stored):
-            if is_scheduled(Turn(role, body)):
-                pair = [seq]
-                if index + 1 < len(stored) and stored[index + 1][1] == "assistant":
-                    pair.append(stored[index + 1][0])
-                pairs.append(pair)
-        doomed = [seq for pair in (pairs[:-keep_last_n] if keep_last_n else pairs) for seq in pair]
-        if doomed:
-            with self.db.transaction() as conn:
-                conn.executemany("DELETE FROM messages WHERE session_id = ? AND seq = ?", [(session_id, s) for s in doomed])
-        return len(doomed)
-
-    def cleanup(self, max_age_days: float, now: float | None = None) -> int:
-        """Delete messages older than ``max_age_days`` that already reached daily memory (a turn no
-        job has taken yet, or whose job is pending, stays) and sessions left empty; returns rows
-        deleted. A session's watermark lives in its row, so a chat that comes back starts afresh."""
-        cutoff = (now or time.time()) - max_age_days * 86400
-        with self.db.transaction() as conn:
-            deleted = conn.execute(
-                "DELETE FROM messages WHERE created_at < ?"
-                " AND seq <= (SELECT summarized_seq FROM sessions s WHERE s.id = messages.session_id)"
-                " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_id = messages.session_id"
-                " AND j.status = 'pending' AND messages.seq BETWEEN j.seq_from AND j.seq_to)",
-                (cutoff,),
-            ).rowcount
-            conn.execute(
-                "DELETE FROM sessions WHERE updated_at < ? AND NOT EXISTS"
-                " (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)",
-                (cutoff,),
-            )
-            conn.execute(
-                "DELETE FROM jobs WHERE status IN ('done', 'failed') AND coalesce(done_at, created_at) < ?", (cutoff,)
-            )
-        return int(deleted)
-
-    def prune_scheduled(self, keep_last_n: int) -> int:
-        """:meth:`prune_scheduled_messages` in every session (``conversation.keep_scheduled``, nightly);
-        returns rows deleted. A flush drops these pairs anyway, so no turn's memory goes with them."""
-        ids = [row[0] for row in self.db.query(
-            "SELECT DISTINCT session_id FROM messages WHERE body LIKE ? ORDER BY session_id", (f"%{SCHEDULED_PREFIX}%",),
-        )]
-        return sum(self.prune_scheduled_messages(session_id, keep_last_n) for session_id in ids)
-
-    def job_counts(self) -> dict[str, int]:
-        """Flush jobs by status (pending, done, failed)."""
-        return self.job_backlog()[0]
-
-    def job_backlog(self) -> tuple[dict[str, int], float | None]:
-        """Flush jobs by status, and when the oldest pending one was recorded (None: none pending)."""
-        rows = self.db.query("SELECT status, count(*), min(created_at) FROM jobs GROUP BY status")
-        oldest = next((float(row[2]) for row in rows if row[0] == "pending"), None)
-        return {str(row[0]): int(row[1]) for row in rows}, oldest
-
-    # ------------------------------------------------------------ forgetting
-    def find_text(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[str, str, str]]:
-        """(kind, where, text) of each message and session-summary line of ``scope``'s sessions that
-        ``matches``: kind ``message`` (where: ``session#seq``) or ``summary`` (``session``)."""
-        found = [("message", f"{sid}#{seq}", text) for sid, seq, _turn, text in self._scope_messages(scope) if matches(text)]
-        for sid, summary in self.db.query("SELECT id, summary FROM sessions WHERE scope = ? ORDER BY id", (scope,)):
-            found += [("summary", sid, line) for line in (summary or "").splitlines() if matches(line)]
-        return found
-
-    def forget_text(self, scope: str, matches: Callable[[str], bool]) -> int:
-        """Delete every turn of ``scope``'s sessions that has a matching message (the question, its
-        tool steps and the answer go together, so the model never sees a call without its result),
-        and the matching lines of their summaries and job errors. Returns messages deleted."""
-        rows = self._scope_messages(scope)
-        doomed_turns = {(sid, turn) for sid, _seq, turn, text in rows if matches(text)}
-        doomed = [(sid, seq) for sid, seq, turn, _text in rows if (sid, turn) in doomed_turns]
-        with self.db.transaction() as conn:
-            conn.executemany("DELETE FROM messages WHERE session_id = ? AND seq = ?", doomed)
-            for sid, summary in conn.execute("SELECT id, summary FROM sessions WHERE scope = ?", (scope,)).fetchall():
-                kept = [line for line in (summary or "").splitlines() if not matches(line)]
-                if summary and len(kept) != len(summary.splitlines()):
-                    conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", ("\n".join(kept) or None, sid))
-            for job_id, error in conn.execute("SELECT id, error FROM jobs WHERE scope = ? AND error IS NOT NULL",
-                                              (scope,)).fetchall():
-                if matches(error):
-                    conn.execute("UPDATE jobs SET error = NULL WHERE id = ?", (job_id,))
-        return len(doomed)
-
-    def erase_scope(self, scope: str) -> int:
-        """Delete ``scope``'s sessions, their messages and their jobs; returns messages deleted.
-        A group's sessions have the group's scope, so what a person said there stays there."""
-        with self.db.transaction() as conn:
-            deleted = conn.execute("DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE scope = ?)",
-                                   (scope,)).rowcount
-            conn.execute("DELETE FROM jobs WHERE scope = ?", (scope,))
-            conn.execute("DELETE FROM sessions WHERE scope = ?", (scope,))
-        return int(deleted)
-
-    def _scope_messages(self, scope: str) -> list[tuple[str, int, int, str]]:
-        """(session, seq, turn number, searchable text) of every message of ``scope``, in order."""
-        rows = self.db.query(
-            "SELECT m.session_id, m.seq, m.visible, m.role, m.body, m.meta FROM messages m"
-            " JOIN sessions s ON s.id = m.session_id WHERE s.scope = ? ORDER BY m.session_id, m.seq", (scope,))
-        out: list[tuple[str, int, int, str]] = []
-        turn, session = 0, None
-        for sid, seq, visible, role, body, meta in rows:
-            turn = 0 if sid != session else turn + int(bool(visible))
-            session = sid
-            out.append((sid, seq, turn, searchable_text(stored_turn(role, body, meta))))
-        return out
-
-    # ----------------------------------------------------------------- jobs
-    def pending_jobs(self) -> list[FlushJob]:
-        rows = self.db.query(
-            "SELECT id, session_id, scope, seq_from, seq_to, reason, day, attempts FROM jobs"
-            " WHERE status = 'pending' ORDER BY id"
-        )
-        return [FlushJob(*row) for row in rows]
-
-    def finish_job(self, job_id: int) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET status = 'done', done_at = ? WHERE id = ?", (time.time(), job_id))
-
-    def fail_job_attempt(self, job_id: int, error: str, max_attempts: int = 5) -> None:
-        with self.db.transaction() as conn:
-            conn.execute(
-                "UPDATE jobs SET attempts = attempts + 1, error = ?,"
-                " status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE status END,"
-                " done_at = CASE WHEN attempts + 1 >= ? THEN ? ELSE done_at END WHERE id = ?",
-                (error[:500], max_attempts, max_attempts, time.time(), job_id),
-            )
-
-
-def stored_turn(role: str, body: str, meta: str | None) -> Turn:
-    """A stored row as a turn."""
-    return Turn(role, body, decode_meta(meta))
 
 
 def _has_watermark(columns: Sequence[Sequence[object]]) -> bool:
     return any(column[1] == "summarized_seq" for column in columns)
-
-
-def _session(conn: sqlite3.Connection, session_id: str) -> Session | None:
-    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return Session(*row) if row else None
-
-
-def _last_seq(conn: sqlite3.Connection, session_id: str) -> int:
-    """The highest seq the session ever used: its rows, or a boundary or watermark past them."""
-    row = conn.execute(
-        "SELECT max(coalesce((SELECT max(seq) FROM messages WHERE session_id = s.id), 0),"
-        " s.summarized_seq, s.context_start_seq - 1) FROM sessions s WHERE s.id = ?",
-        (session_id,),
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _record_job(conn: sqlite3.Connection, session: Session, seq_to: int, reason: str, day: str) -> FlushJob | None:
-    """Queue the session's messages past its watermark up to ``seq_to`` and advance the watermark:
-    the one place a turn is handed to daily memory, so no turn is handed over twice."""
-    seq_from = session.summarized_seq + 1
-    if seq_to < seq_from:
-        return None
-    conn.execute("UPDATE sessions SET summarized_seq = ? WHERE id = ?", (seq_to, session.id))
-    cursor = conn.execute(
-        "INSERT INTO jobs (kind, session_id, scope, seq_from, seq_to, reason, day, created_at)"
-        " VALUES ('flush', ?, ?, ?, ?, ?, ?, ?)",
-        (session.id, session.scope, seq_from, seq_to, reason, day, time.time()),
-    )
-    return FlushJob(int(cursor.lastrowid or 0), session.id, session.scope, seq_from, seq_to, reason, day, 0)

@@ -7,14 +7,23 @@ it.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 _IN_BATCH = 500  # values per IN (...) list: far below SQLite's parameter limit, and short lists plan well
+BUSY_TIMEOUT_S = 30.0  # one wait of SQLite's busy handler for another connection's lock
+#: How long a write waits in all for another process's write lock before it fails. A forget's
+#: VACUUM holds it while it rewrites the whole file: 8.6 s at 100k chunks, so well past one busy
+#: timeout on a bigger or busier machine; a turn's write waits it out rather than being lost.
+WRITE_WAIT_S = 600.0
+
+log = logging.getLogger(__name__)
 
 
 class Database:
@@ -45,8 +54,8 @@ class Database:
         self._local = threading.local()  # .conn: the connection this thread is inside, if any
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         return conn
 
     @contextmanager
@@ -62,13 +71,28 @@ class Database:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """An immediate (write-locking) transaction: committed on success, rolled back on error."""
         with self.lock, self._inside(self.conn):
-            self.conn.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting out another process's write lock for up to
+        :data:`WRITE_WAIT_S`, one busy timeout after another, each logged."""
+        started = time.monotonic()
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - started
+                if not _is_busy(exc) or waited >= WRITE_WAIT_S:
+                    raise
+                log.warning("%s: another process has held the database for %.0f s (a forget's vacuum rewrites it "
+                            "whole); still waiting for the write lock, up to %.0f s", self.path, waited, WRITE_WAIT_S)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -145,6 +169,11 @@ class Database:
             self._idle_readers.clear()
         with self.lock:
             self.conn.close()
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED), as opposed to a real error."""
+    return exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def rows_in(run: Callable[[str, Sequence[object]], Iterable[Sequence[Any]]], sql: str, values: Sequence[object], *,

@@ -127,15 +127,15 @@ class DeepDream:
         lookback = lookback_days or self.settings.lookback_days
         day = day or self._clock().date()
         window = await self._offload(self.daily_window, scope, day, lookback)
-        if not any(text for _, text in window):
-            return DreamResult("skipped", f"no daily memory in the last {lookback} day(s); MEMORY.md left as it is")
         input_hash = _window_hash(window)
-        if not force and await self._offload(self._already_dreamt, scope, input_hash):
+        if any(text for _, text in window) and not force and await self._offload(self._already_dreamt, scope, input_hash):
             return DreamResult("skipped", "already dreamt over exactly this daily memory")
         for attempt in range(_DREAM_ATTEMPTS):
             if attempt:  # the input changed under the first answer: read it again (a forget may have emptied lines)
                 window = await self._offload(self.daily_window, scope, day, lookback)
                 input_hash = _window_hash(window)
+            if not any(text for _, text in window):  # checked again on a retry: an erase leaves nothing to dream over
+                return DreamResult("skipped", f"no daily memory in the last {lookback} day(s); MEMORY.md left as it is")
             result = await self._dream_once(scope, complete, window, input_hash, day)
             if result is not None:
                 return result

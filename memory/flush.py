@@ -18,8 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from .chunker import SECTION_TITLES
-from .conversations import DAILY_REASON, ConversationStore, FlushJob
+from .conversations import ConversationStore
 from .files import append_text
+from .flush_jobs import DAILY_REASON, FlushJob
 from .manager import MemoryManager
 from .offload import Offload
 from .turns import Turn, is_scheduled
@@ -31,6 +32,7 @@ Summarizer = Callable[[Sequence[Turn]], Awaitable[str]]
 _SENTINELS = {"none", "nothing", "n/a", "无", "没有", "无内容", "nothing worth keeping"}
 _SUMMARY_KEEP_CHARS = 2000
 _FLUSH_ATTEMPTS = 3  # summaries made over turns that changed meanwhile (a forget) before giving up for now
+_LOUD_AFTER = 5  # failed attempts after which each further failure is logged as an error, not a warning
 
 
 class FlushOutcome(StrEnum):
@@ -106,13 +108,17 @@ class Flusher:
     async def run_pending(self, summarize: Summarizer) -> int:
         """Run every pending job in order; returns how many finished."""
         finished = 0
-        for job in await self._offload(self.store.pending_jobs):
+        now = self._clock().timestamp()
+        for job in await self._offload(self.store.pending_jobs, now):
             try:
                 await self.run_job(job, summarize)
                 finished += 1
             except Exception as exc:
-                log.exception("flush job %d failed; it stays pending for a retry", job.id)
-                await self._offload(self.store.fail_job_attempt, job.id, str(exc))
+                wait = await self._offload(self.store.fail_job_attempt, job.id, str(exc), now)
+                log.log(logging.ERROR if job.attempts + 1 >= _LOUD_AFTER else logging.WARNING,
+                        "flush job %d of scope %s failed (attempt %d: %s); it stays pending and is tried again in "
+                        "%.0fs (membridge doctor lists failing jobs)", job.id, job.scope, job.attempts + 1, exc, wait,
+                        exc_info=job.attempts == 0)
         return finished
 
     async def run_job(self, job: FlushJob, summarize: Summarizer) -> FlushOutcome:

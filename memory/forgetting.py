@@ -24,17 +24,17 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 
 from .conversations import ConversationStore
-from .files import atomic_write, fsync_dir, read_text
+from .files import fsync_dir, read_text
+from .holdings import LINE_KINDS, ScopeFile, delete_scope_files, file_day, import_leftovers, scope_files
+from .line_removal import Matcher, NothingToForget, matching_lines, rewrite_without, text_matcher
 from .manager import MemoryManager
 from .memory_file import MemoryFile
 from .scope_conversations import ScopeConversations
-from .scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, dated_file_date, validate_scope
+from .scopes import validate_scope
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,12 @@ CREATE TABLE IF NOT EXISTS forget_jobs (
 """
 
 #: The places a match is counted in, in the order a listing shows them.
-PLACES = ("memory files", "dream diaries", "file versions", "messages", "session summaries", "index")
+PLACES = ("memory files", "dream diaries", "media files", "import leftovers", "file versions", "messages",
+          "session summaries", "index")
+#: Where each kind of scope file (:mod:`memory.holdings`) is counted.
+_FILE_PLACES = {"dream_diaries": "dream diaries", "media_files": "media files", "import_leftovers": "import leftovers"}
 
-
-class NothingToForget(ValueError):
-    """An empty or blank text: it would match everything."""
+__all__ = ["PLACES", "Findings", "Forgetter", "Match", "NothingToForget", "pending_forget_jobs"]
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,6 @@ class Findings:
         return "\n".join(lines)
 
 
-def _matcher(text: str) -> Callable[[str], bool]:
-    needle = text.strip().lower()
-    if not needle:
-        raise NothingToForget("say what to forget: the text is empty")
-    return lambda haystack: needle in haystack.lower()
-
-
 class Forgetter:
     """Runs forget, erase and expiry jobs on one workspace; thread-safe through the workspace lock."""
 
@@ -106,19 +100,20 @@ class Forgetter:
     def find(self, scope: str, text: str) -> Findings:
         """Every place ``text`` lives in ``scope``, with file:line: the dry run."""
         validate_scope(scope)
-        matches = _matcher(text)
+        matches = text_matcher(text)
         found = Findings(scope)
-        for path, relative in self._files(scope):
-            place = "dream diaries" if _is_diary(relative) else "memory files"
+        for file in scope_files(self.memory.workspace, scope):
+            place = _FILE_PLACES.get(file.kind, "memory files")
             try:
-                text = read_text(path)
+                lines = matching_lines(read_text(file.path), matches)
             except FileNotFoundError:  # the dry run holds no lock: a writer's temp file was renamed since
                 continue
-            for number, line in enumerate(text.splitlines(), 1):
-                if matches(line):
-                    found.matches.append(Match(place, f"{relative}:{number}", line.strip()))
-        for file, version, number, line in self.memory_file.find_in_versions(scope, matches):
-            found.matches.append(Match("file versions", f"{file} v{version}:{number}", line.strip()))
+            if file.kind in LINE_KINDS:
+                found.matches += [Match(place, f"{file.name}:{number}", line.strip()) for number, line in lines]
+            elif lines:  # a kept photo or document, a killed writer's or import's file: it goes whole
+                found.matches.append(Match(place, file.name, lines[0][1].strip()))
+        for versioned, version, number, line in self.memory_file.find_in_versions(scope, matches):
+            found.matches.append(Match("file versions", f"{versioned} v{version}:{number}", line.strip()))
         for kind, where, line in self.conversations.find_text(scope, matches):
             found.matches.append(Match("messages" if kind == "message" else "session summaries", where, line.strip()))
         for indexed, start, end, chunk, _hash in self.memory.storage.scope_chunks(scope):
@@ -137,12 +132,14 @@ class Forgetter:
         """What an erase of ``scope`` would remove, counted: files, index chunks, file versions,
         sessions and messages (all 0: nothing is stored for it)."""
         validate_scope(scope)
-        base = self.memory.workspace.scope_dir(scope)
-        files = sum(1 for _ in self._files(scope)) if base == self.memory.workspace.root else (
-            sum(1 for p in base.rglob("*") if p.is_file()) if base.is_dir() else 0)
+        files = len(scope_files(self.memory.workspace, scope))
         sessions, messages = ScopeConversations(self.conversations, scope).counts()
         return {"files": files, "chunks": self.memory.storage.count_chunks(scope),
                 "versions": self.memory_file.version_count(scope), "sessions": sessions, "messages": messages}
+
+    def known_scopes(self) -> list[str]:
+        """Scopes that have a folder or conversations (a chat whose memory has no file yet), sorted."""
+        return sorted({*self.memory.workspace.list_scopes(), *self.conversations.scopes()})
 
     def erase(self, scope: str) -> None:
         """Remove ``scope`` whole: files, index rows, vectors, cached vectors, versions, sessions,
@@ -192,13 +189,13 @@ class Forgetter:
     def _remove(self, kind: str, scope: str, needle: str | None) -> None:
         if kind == "forget":
             assert needle is not None
-            self._remove_text(scope, _matcher(needle))
+            self._remove_text(scope, text_matcher(needle))
         elif kind == "erase":
             self._remove_scope(scope)
         else:
             self._remove_days(scope, date.fromisoformat(needle or ""))
 
-    def _remove_text(self, scope: str, matches: Callable[[str], bool]) -> None:
+    def _remove_text(self, scope: str, matches: Matcher) -> None:
         """Files and versions first, then the index follows them by an ordinary sync (only the
         chunks whose text changed are rewritten, in place); a chunk that still holds the text
         after it (the sync failed, or a file was edited since it was indexed) takes its file out of
@@ -206,8 +203,10 @@ class Forgetter:
         doomed = sorted({text_hash for _p, _s, _e, text, text_hash in self.memory.storage.scope_chunks(scope)
                          if matches(text)}
                         | {entry.text_hash for entry in self.memory.storage.scope_entries(scope) if matches(entry.text)})
-        for path, relative in self._files(scope):
-            _rewrite_without(path, matches, keep_lines=relative != MEMORY_FILE)
+        for file in scope_files(self.memory.workspace, scope):
+            _remove_from_file(file, matches)
+        for folder in import_leftovers(self.memory.workspace, scope):  # imports unpack under the lock held here
+            shutil.rmtree(folder, ignore_errors=True)
         self.memory_file.scrub_versions(scope, matches)
         self.conversations.forget_text(scope, matches)
         self.memory.recalls.erase_scope(scope)
@@ -230,33 +229,22 @@ class Forgetter:
         self.memory_file.erase_history(scope)
         self.conversations.erase_scope(scope)
         self.memory.recalls.erase_scope(scope)
-        self._delete_scope_files(scope)
+        delete_scope_files(self.memory.workspace, scope)
 
-    def _old_days(self, scope: str, before: date) -> tuple[list[tuple[Path, str]], list[str]]:
-        """The files dated before ``before`` on disk, and those in the index."""
-        old = [(path, relative) for path, relative in self._files(scope) if _dated_before(relative, before)]
-        return old, [path for (_scope, path) in self.memory.storage.files(scope) if _dated_before(path, before)]
+    def _old_days(self, scope: str, before: date) -> tuple[list[ScopeFile], list[str]]:
+        """The daily files and dream diaries dated before ``before`` on disk, and those in the index."""
+        old = [file for file in scope_files(self.memory.workspace, scope) if _before(file.day, before)]
+        return old, [path for (_scope, path) in self.memory.storage.files(scope) if _before(file_day(path), before)]
 
     def _remove_days(self, scope: str, before: date) -> None:
         old, indexed = self._old_days(scope, before)
-        hashes = self.memory.indexer.unindex(scope, indexed + [relative for _p, relative in old])
+        hashes = self.memory.indexer.unindex(scope, indexed + [file.name for file in old])
         with self.memory.storage.write() as conn:
             self.memory.embed_cache.drop_cached_vectors(conn, hashes)
-        for path, _relative in old:
-            path.unlink(missing_ok=True)
-            fsync_dir(path.parent)
-        self.memory_file.erase_history(scope, [relative for _p, relative in old])
-
-    def _delete_scope_files(self, scope: str) -> None:
-        base = self.memory.workspace.scope_dir(scope)
-        if base == self.memory.workspace.root:  # memory.scope: global, the scope is the root's memory files
-            for path, _relative in self._files(scope):
-                path.unlink(missing_ok=True)
-            shutil.rmtree(base / DAILY_DIR, ignore_errors=True)
-            shutil.rmtree(base / MEDIA_DIR, ignore_errors=True)
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-        fsync_dir(base.parent)
+        for file in old:
+            file.path.unlink(missing_ok=True)
+            fsync_dir(file.path.parent)
+        self.memory_file.erase_history(scope, [file.name for file in old])
 
     def _wipe(self, scope: str) -> None:
         """Make every deletion physical."""
@@ -267,44 +255,21 @@ class Forgetter:
                 self.memory.vectors.purge()
         self.memory.db.scrub()  # busy: the job stays recorded, and the next start retries
 
-    # --------------------------------------------------------------- files
-    def _files(self, scope: str) -> Iterator[tuple[Path, str]]:
-        """(path, path relative to the scope folder) of MEMORY.md and everything under memory/
-        (daily files, dream diaries, a killed writer's temp files), sorted."""
-        base = self.memory.workspace.scope_dir(scope)
-        memory_md = base / MEMORY_FILE
-        candidates = [memory_md] if memory_md.is_file() else []
-        daily = base / DAILY_DIR
-        candidates += sorted(p for p in daily.rglob("*") if p.is_file() and not p.is_symlink()) if daily.is_dir() else []
-        candidates += sorted(base.glob(f".{MEMORY_FILE}.*.tmp"))
-        for path in candidates:
-            yield path, path.relative_to(base).as_posix()
+
+def _before(day: date | None, before: date) -> bool:
+    return day is not None and day < before
 
 
-def _is_diary(relative: str) -> bool:
-    return relative.startswith(f"{DAILY_DIR}/{DREAMS_DIR}/")
-
-
-def _dated_before(relative: str, before: date) -> bool:
-    """A daily file or dream diary (``memory/[dreams/]YYYY-MM-DD.md``) dated before ``before``."""
-    name = relative.replace(f"{DAILY_DIR}/{DREAMS_DIR}/", f"{DAILY_DIR}/", 1)
-    day = dated_file_date(name)
-    return day is not None and name.count("/") == 1 and date(*day) < before
-
-
-def _rewrite_without(path: Path, matches: Callable[[str], bool], *, keep_lines: bool) -> None:
-    """Replace ``path`` atomically without its matching lines (emptied when ``keep_lines``, so the
-    other lines keep their numbers and their chunks their ids: only the chunks that held the text
-    change in the index); delete it when nothing is left. An untouched file is not rewritten."""
-    lines = read_text(path).splitlines(keepends=True)
-    kept = [("\n" if keep_lines else "") if matches(line) else line for line in lines]
-    if kept == lines:
-        return
-    if any(line.strip() for line in kept):
-        atomic_write(path, "".join(kept).encode("utf-8"))
-    else:
-        path.unlink(missing_ok=True)
-        fsync_dir(path.parent)
+def _remove_from_file(file: ScopeFile, matches: Matcher) -> None:
+    """A memory file loses its matching lines (emptied, except in MEMORY.md, so the other lines
+    keep their numbers and their chunks their ids); any other file that holds the text (a kept
+    photo or document, a killed writer's temp file) goes whole: cutting lines out of its bytes
+    would leave a broken file, and a temp file is nobody's data. Import leftovers go whole after."""
+    if file.kind in LINE_KINDS:
+        rewrite_without(file.path, matches, blank=file.kind != "memory_md")
+    elif file.kind != "import_leftovers" and matches(read_text(file.path)):
+        file.path.unlink(missing_ok=True)
+        fsync_dir(file.path.parent)
 
 
 def pending_forget_jobs(memory: MemoryManager) -> int:

@@ -35,6 +35,7 @@ from .knowledge_names import (
     parse_page,
     part_problem,
 )
+from .locks import WriteGuard, check_guard
 from .manager import MemoryManager
 from .scopes import KNOWLEDGE_DIR, KNOWLEDGE_SCOPE
 
@@ -137,12 +138,14 @@ class KnowledgeService:
         return scanned, {page.path for page, _text in scanned}, slugs
 
     # ================================================================ writes
-    def write(self, page: str, content: str, *, actor: str) -> KnowledgePage:
-        """Create or replace ``page`` with ``content`` (UTF-8 markdown of at most 1 MiB)."""
+    def write(self, page: str, content: str, *, actor: str, only_if: WriteGuard | None = None) -> KnowledgePage:
+        """Create or replace ``page`` with ``content`` (UTF-8 markdown of at most 1 MiB); ``only_if``
+        is checked under the workspace lock (:class:`~memory.locks.WriteWithdrawn`)."""
         category, slug = parse_page(page)
         data = encode_content(content)
         actor = check_actor(actor)
         with self._manager.lock:
+            check_guard(only_if, f"knowledge page {page!r}")
             target = self._locate(category, slug, page)
             action = "write" if target.exists() else "create"
             target.parent.mkdir(parents=True, exist_ok=True)

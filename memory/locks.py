@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -17,6 +18,22 @@ from filelock import FileLock, Timeout
 
 class WorkspaceLockTimeout(RuntimeError):
     """Another process held the workspace lock for longer than we were willing to wait."""
+
+
+#: A condition a write needs, checked once the workspace lock is held (e.g. "the message this turn
+#: answers is still stored": a forget deletes it under the same lock, so it cannot slip in between).
+WriteGuard = Callable[[], bool]
+
+
+class WriteWithdrawn(RuntimeError):
+    """A guarded write whose condition no longer held under the lock: nothing was written."""
+
+
+def check_guard(guard: WriteGuard | None, what: str) -> None:
+    """Raise :class:`WriteWithdrawn` (naming ``what``) when ``guard`` no longer holds; call it
+    with the workspace lock held, right before the write."""
+    if guard is not None and not guard():
+        raise WriteWithdrawn(f"{what} was not written: the message it came from was forgotten meanwhile")
 
 
 class WorkspaceLock:

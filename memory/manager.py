@@ -25,7 +25,7 @@ from .embedding import EmbeddingProvider
 from .files import append_text, read_text
 from .indexer import Indexer
 from .keyword_index import KeywordIndex
-from .locks import WorkspaceLock
+from .locks import WorkspaceLock, WriteGuard, check_guard
 from .recall_log import RecallLog
 from .scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
 from .storage import IndexStorage
@@ -249,11 +249,14 @@ class MemoryManager:
         end = len(lines) if num_lines is None else start_line - 1 + max(0, num_lines)
         return "\n".join(lines[start_line - 1 : end])
 
-    def append_daily(self, scope: str, text: str, *, when: datetime | None = None) -> Path:
-        """Append a block to the scope's daily file of ``when`` (default now); returns the file."""
+    def append_daily(self, scope: str, text: str, *, when: datetime | None = None,
+                     only_if: WriteGuard | None = None) -> Path:
+        """Append a block to the scope's daily file of ``when`` (default now); returns the file.
+        ``only_if`` is checked under the workspace lock (:class:`~memory.locks.WriteWithdrawn`)."""
         when = when or datetime.now()
         target = self.workspace.daily_file(scope, when.strftime("%Y-%m-%d"))
         with self.lock:
+            check_guard(only_if, "the daily memory note")
             append_text(target, text)
         self.indexer.mark_dirty(scope)
         return target

@@ -17,12 +17,13 @@ import hashlib
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .files import atomic_write
+from .line_removal import Matcher, matching_lines, without_lines
 from .manager import MemoryManager
 from .scopes import MEMORY_FILE
 
@@ -214,38 +215,23 @@ class MemoryFile:
             new_version = self.write(scope, data, f"revert to version {version}", file=file)
         return new_version, unified_diff(before.decode("utf-8", "replace"), data.decode("utf-8", "replace"), file)
 
-    def forget(self, scope: str, text: str) -> tuple[list[str], int | None]:
-        """Remove the entries containing ``text`` (case-insensitive); returns (removed, new version)."""
-        needle = text.strip().lower()
-        if not needle:
-            raise ValueError("say what to forget")
-        with self.manager.lock:
-            lines = self.read(scope).decode("utf-8", "replace").splitlines(keepends=True)
-            removed = [line.strip() for line in lines if _ENTRY_RE.match(line) and needle in line.lower()]
-            if not removed:
-                return [], None
-            kept = [line for line in lines if not (_ENTRY_RE.match(line) and needle in line.lower())]
-            version = self.write(scope, "".join(kept).encode("utf-8"), "forget")  # the text itself is not kept
-        return removed, version
-
-    def find_in_versions(self, scope: str, matches: Callable[[str], bool]) -> list[tuple[str, int, int, str]]:
+    def find_in_versions(self, scope: str, matches: Matcher) -> list[tuple[str, int, int, str]]:
         """(file, version, line number, line) of every matching line of ``scope``'s kept versions
         (MEMORY.md's and the daily files')."""
         rows = self.manager.db.query("SELECT path, id, content FROM memory_versions WHERE scope = ? ORDER BY path, id",
                                      (scope,))
         return [(file, vid, number, line) for file, vid, content in rows
-                for number, line in enumerate(bytes(content).decode("utf-8", "replace").splitlines(), 1) if matches(line)]
+                for number, line in matching_lines(bytes(content).decode("utf-8", "replace"), matches)]
 
-    def scrub_versions(self, scope: str, matches: Callable[[str], bool]) -> int:
+    def scrub_versions(self, scope: str, matches: Matcher) -> int:
         """Remove the matching lines from every kept version of ``scope`` (a revert must not bring a
         forgotten text back); returns versions changed. Their ids, times and causes stay."""
         changed = 0
         with self.manager.lock, self.manager.db.transaction() as conn:
             rows = conn.execute("SELECT id, content FROM memory_versions WHERE scope = ?", (scope,)).fetchall()
             for vid, content in rows:
-                lines = bytes(content).decode("utf-8", "replace").splitlines(keepends=True)
-                kept = "".join(line for line in lines if not matches(line))
-                if len(kept) != sum(map(len, lines)):
+                kept = without_lines(bytes(content).decode("utf-8", "replace"), matches)
+                if kept is not None:
                     data = kept.encode("utf-8")
                     conn.execute("UPDATE memory_versions SET content = ?, sha256 = ?, entries = ? WHERE id = ?",
                                  (data, hashlib.sha256(data).hexdigest(), count_entries(kept), vid))

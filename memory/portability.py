@@ -42,17 +42,17 @@ from .archive import (
     VERSIONS_INDEX,
     ArchiveError,
     CheckedArchive,
-    file_kind,
     json_line,
     version_member,
 )
 from .conversations import ConversationStore
 from .files import atomic_file, fsync_dir, make_folders
+from .holdings import PERSON_KINDS, import_leftovers, import_staging_prefix, kind_of, scope_files
 from .manager import MemoryManager
 from .memory_file import MemoryFile
 from .scan import ProgressCallback
 from .scope_conversations import ScopeConversations
-from .scopes import DAILY_DIR, MEMORY_FILE, validate_scope
+from .scopes import MEMORY_FILE, validate_scope
 
 #: A chat's export left unsent this long (the process died mid-send) is deleted by the next one.
 OUTBOX_MAX_AGE_S = 3600.0
@@ -134,7 +134,7 @@ class Portability:
             writer.write_lines(VERSIONS_INDEX, iter(index))
             writer.write_lines(SESSIONS, iter(conversations.sessions()))
             written = writer.write_lines(MESSAGES, conversations.messages(), step=True)
-            counts = dict(Counter(file_kind(name) for name, _ in files))
+            counts = dict(Counter(kind_of(name) for name, _ in files))
             counts.update(versions=len(index), sessions=sessions, messages=written)
             writer.write_manifest({
                 "format": FORMAT, "format_version": FORMAT_VERSION, "membridge_version": self.app_version,
@@ -144,30 +144,19 @@ class Portability:
         return {kind: counts.get(kind, 0) for kind in _COUNT_ORDER}
 
     def _scope_files(self, scope: str) -> list[tuple[str, Path]]:
-        """MEMORY.md and every regular file under memory/, dreams included (hidden files, temp files
-        of a writer and symlinks are not the person's data)."""
-        base = self.workspace.scope_dir(scope)
-        found: list[tuple[str, Path]] = []
-        memory_md = base / MEMORY_FILE
-        if memory_md.is_file() and not memory_md.is_symlink():
-            found.append((MEMORY_FILE, memory_md))
-        top = base / DAILY_DIR
-        for folder, dirs, names in os.walk(top) if top.is_dir() and not top.is_symlink() else ():
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not Path(folder, d).is_symlink())
-            for name in sorted(names):
-                path = Path(folder, name)
-                if not name.startswith(".") and path.is_file() and not path.is_symlink():
-                    found.append((path.relative_to(base).as_posix(), path))
-        return found
+        """(name, path) of the person's files: MEMORY.md, everything under memory/ (dreams included)
+        and the kept media (hidden temp files of a writer and symlinks are not their data)."""
+        return [(file.name, file.path) for file in scope_files(self.workspace, scope) if file.kind in PERSON_KINDS]
 
     def contents(self, scope: str) -> list[str]:
         """What ``scope`` holds, in words ("MEMORY.md", "3 files under memory/", ...); empty: nothing."""
-        files = self._scope_files(scope)
-        others = sum(1 for name, _ in files if name != MEMORY_FILE)
+        kinds = Counter(kind_of(name) for name, _path in self._scope_files(scope))
+        under_memory = kinds["daily_files"] + kinds["dream_diaries"] + kinds["other_files"]
         versions = self.memory_file.version_count(scope)
         sessions, messages = ScopeConversations(self.conversations, scope).counts()
-        parts = ["MEMORY.md"] if any(name == MEMORY_FILE for name, _ in files) else []
-        parts += [f"{others} file(s) under memory/"] if others else []
+        parts = ["MEMORY.md"] if kinds["memory_md"] else []
+        parts += [f"{under_memory} file(s) under memory/"] if under_memory else []
+        parts += [f"{kinds['media_files']} kept media file(s)"] if kinds["media_files"] else []
         parts += [f"{versions} file version(s)"] if versions else []
         parts += [f"{sessions} conversation(s) with {messages} message(s)"] if sessions else []
         return parts
@@ -202,7 +191,9 @@ class Portability:
                                    "an empty scope; give a new --scope name, or erase this one first")
 
     def _restore(self, archive: CheckedArchive, scope: str, progress: ProgressCallback | None) -> dict[str, int]:
-        staging = Path(tempfile.mkdtemp(prefix=f".import-{scope}-", dir=self.workspace.root))
+        for leftover in import_leftovers(self.workspace, scope):  # a killed import's (imports hold the lock)
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=import_staging_prefix(scope), dir=self.workspace.root))
         try:
             names = archive.scope_files()
             for done, name in enumerate(names, 1):
@@ -225,12 +216,12 @@ class Portability:
             raise ArchiveError(f"{archive.path}: a record is malformed ({exc!r}); refusing to import it") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        counts = dict(Counter(file_kind(name) for name in names))
+        counts = dict(Counter(kind_of(name) for name in names))
         counts.update(versions=versions, sessions=sessions, messages=messages)
         return {kind: counts.get(kind, 0) for kind in _COUNT_ORDER}
 
     def _move_into_place(self, staging: Path, scope: str) -> None:
-        """Rename the unpacked MEMORY.md and memory/ into the scope's folder (one rename each)."""
+        """Rename the unpacked MEMORY.md, memory/ and media/ into the scope's folder (one rename each)."""
         base = self.workspace.scope_dir(scope)
         make_folders(base)
         for entry in sorted(staging.iterdir()):
@@ -241,7 +232,8 @@ class Portability:
         fsync_dir(base)
 
 
-_COUNT_ORDER = ("memory_md", "daily_files", "dream_diaries", "other_files", "versions", "sessions", "messages")
+_COUNT_ORDER = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "versions", "sessions",
+                "messages")
 
 
 def _writable(out: Path) -> Path:

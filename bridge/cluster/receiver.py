@@ -30,6 +30,7 @@ from ..app import Services, thread_scope_channels
 from ..config import AppConfig
 from ..health import Check, channel_check, redis_problem, start_health
 from ..logs import STATUS_LOGGER
+from ..redaction import redact_url
 from ..runtime import build_channels
 from ..scopes import scope_for
 from ..stopping import stop_on_signals
@@ -181,7 +182,7 @@ async def run_receiver(services: Services) -> None:
             started.add(channel.name)
             status.info("%s", channel.describe())
         status.info("receiver running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
-                    config.cluster.shards, config.cluster.redis_url)
+                    config.cluster.shards, redact_url(config.cluster.redis_url))
         await poller.hold(stop) if poller.channels else await stop.wait()
     finally:
         for channel in posted:

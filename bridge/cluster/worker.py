@@ -28,6 +28,7 @@ from ..app import Services
 from ..config import AppConfig
 from ..health import Check, redis_problem, start_health, workspace_checks
 from ..logs import STATUS_LOGGER
+from ..redaction import redact_url
 from ..runtime import build_channels
 from ..stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
@@ -223,7 +224,7 @@ async def run_worker(services: Services) -> None:
         for channel in channels.values():
             await channel.connect()
         status.info("worker running: %d shard(s) in %s; Ctrl-C or SIGTERM stops it",
-                    config.cluster.shards, config.cluster.redis_url)
+                    config.cluster.shards, redact_url(config.cluster.redis_url))
         worker = ClusterWorker(config, redis, channels)
         stop_health = start_health(config.metrics, worker.readiness, lambda: worker.workspaces_by_shard().values())
         try:

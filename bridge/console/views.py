@@ -17,16 +17,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 from memory import (
     DAILY_DIR,
     MEMORY_FILE,
+    FailingJob,
     KnowledgePage,
     MemoryFile,
     Version,
     count_entries,
+    scope_files,
     unified_diff,
     validate_scope,
 )
@@ -71,15 +72,15 @@ def overview(services: Services, scope: str) -> JSON:
 
 
 def list_scopes(services: Services) -> list[JSON]:
-    return [_scope_summary(services, scope) for scope in services.workspace.list_scopes()]
+    failing = services.conversations.failing_jobs()
+    return [_scope_summary(services, scope, [job for job in failing if job.scope == scope])
+            for scope in services.workspace.list_scopes()]
 
 
-def _scope_summary(services: Services, scope: str) -> JSON:
-    workspace = services.workspace
-    memory = workspace.memory_file(scope)
-    daily = dated_files(workspace.daily_dir(scope))
-    dreams = dated_files(workspace.dreams_dir(scope))
-    files = [path for _day, path in daily + dreams] + ([memory] if memory.is_file() else [])
+def _scope_summary(services: Services, scope: str, failing: list[FailingJob]) -> JSON:
+    held = scope_files(services.workspace, scope)
+    daily, dreams = dated_files(held, "daily_files"), dated_files(held, "dream_diaries")
+    files = [file.path for file in held if file.kind in ("memory_md", "daily_files", "dream_diaries")]
     newest = max((path.stat().st_mtime for path in files), default=None)
     return {
         "scope": scope,
@@ -88,6 +89,9 @@ def _scope_summary(services: Services, scope: str) -> JSON:
         "dream_files": len(dreams),
         "last_activity": None if newest is None else iso_time(newest),
         "versions": len(services.dreamer.memory_file.versions(scope)),
+        # flush jobs that failed and are retried: their turns are not in daily memory yet
+        "failing_flush_jobs": len(failing),
+        "flush_error": failing[-1].error if failing else None,
     }
 
 
@@ -189,15 +193,16 @@ def parse_date(raw: str) -> str:
 
 
 def daily_list(services: Services, scope: str) -> list[JSON]:
-    return _dated_list(services.workspace.daily_dir(existing_scope(services, scope)))
+    return _dated_list(services, scope, "daily_files")
 
 
 def dreams_list(services: Services, scope: str) -> list[JSON]:
-    return _dated_list(services.workspace.dreams_dir(existing_scope(services, scope)))
+    return _dated_list(services, scope, "dream_diaries")
 
 
-def _dated_list(folder: Path) -> list[JSON]:
-    return [{"date": day, "size": path.stat().st_size} for day, path in dated_files(folder)]
+def _dated_list(services: Services, scope: str, kind: str) -> list[JSON]:
+    held = scope_files(services.workspace, existing_scope(services, scope))
+    return [{"date": day, "size": path.stat().st_size} for day, path in dated_files(held, kind)]
 
 
 def daily_file(services: Services, scope: str, day: str) -> JSON:

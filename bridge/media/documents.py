@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from bridge.config import MediaSettings
+from channels import sizes_over
 
 log = logging.getLogger(__name__)
 
@@ -151,5 +152,6 @@ def check_unzipped_size(title: str, data: bytes, limit: int) -> None:
         raise DocumentError(f"I couldn't read {title}: it is not a valid DOCX file.") from None
     unpacked = sum(member.file_size for member in members)
     if len(members) > MAX_ZIP_ENTRIES or unpacked > limit:
-        raise DocumentError(f"{title} would unpack to {unpacked / 1e6:.0f} MB in {len(members)} parts, over the "
-                            f"{limit / 1e6:.0f} MB limit for a document, so it was not read.")
+        shown, allowed = sizes_over(unpacked, limit)
+        raise DocumentError(f"{title} would unpack to {shown} in {len(members)} parts, over the limit of {allowed} "
+                            "for a document, so it was not read.")

@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bridge.config import LLMSettings, SpeechSettings
-from bridge.llm import redact
+from bridge.redaction import redact
 
 if TYPE_CHECKING:
     import openai

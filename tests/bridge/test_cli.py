@@ -99,11 +99,12 @@ async def test_doctor_reports_each_part(config_file, fake_llm, tmp_path) -> None
     code, out, _ = await membridge(config, "doctor")
     lines = out.splitlines()
     assert [line.split(":")[0].split()[-1] for line in lines] == [
-        "config", "sqlite", "workspace", "lancedb", "embeddings", "llm", "running"]
-    assert code == 0 and all(line.startswith("ok") for line in lines[:6])
+        "config", "sqlite", "workspace", "flush", "lancedb", "embeddings", "llm", "running"]
+    assert code == 0 and all(line.startswith("ok") for line in lines[:7])
     assert lines[0] == f"ok    config: {config}" and lines[2].startswith(f"ok    workspace: {tmp_path / 'ws'}: ")
-    assert lines[5] == f"ok    llm: {fake_llm.base_url} reachable, model 'fake-model'"
-    assert lines[6].startswith(f"skip  running: no membridge process answers at http://127.0.0.1:{port}/readyz (")
+    assert lines[3] == "ok    flush: no flush job is failing"
+    assert lines[6] == f"ok    llm: {fake_llm.base_url} reachable, model 'fake-model'"
+    assert lines[7].startswith(f"skip  running: no membridge process answers at http://127.0.0.1:{port}/readyz (")
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor")
     assert code == 1 and "FAIL  llm: cannot reach the LLM at http://127.0.0.1:9/v1" in out
 
@@ -125,10 +126,35 @@ async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -
     assert f"FAIL  llm: {fake_llm.base_url} has no model 'gpt-4o-mini' (llm.model); it has: fake-model\n" in out
 
 
+async def test_doctor_names_a_flush_job_that_keeps_failing(config_file) -> None:
+    from bridge.app import Services
+    from bridge.config import load_config
+    from memory import Turn
+
+    config = config_file("http://127.0.0.1:9/v1")
+    services = Services(load_config(str(config)))
+    try:
+        store = services.conversations
+        store.ensure_session("telegram-5|c", "telegram-5")
+        store.append_messages("telegram-5|c", [Turn("user", "hello"), Turn("assistant", "hi")])
+        job = store.trim("telegram-5|c", 3, "trim", "2026-12-01")
+        assert job is not None
+        for _ in range(6):
+            store.fail_job_attempt(job.id, "[Errno 28] No space left on device")
+    finally:
+        services.close()
+    code, out, _ = await membridge(config, "doctor", "--offline")
+    assert code == 1
+    [line] = [line for line in out.splitlines() if " flush: " in line]
+    assert line.startswith("FAIL  flush: 1 flush job(s) failing and retried with backoff; oldest: job 1 of scope "
+                           "telegram-5, 6 attempts since ")
+    assert line.endswith("last error: [Errno 28] No space left on device")
+
+
 async def test_doctor_offline_checks_no_server(config_file, tmp_path) -> None:
     code, out, _ = await membridge(config_file("http://127.0.0.1:9/v1"), "doctor", "--offline")
     assert code == 0, out
-    assert out.splitlines()[3:] == [
+    assert out.splitlines()[4:] == [
         f"ok    lancedb: LanceDB {version('lancedb')} installed (not opened: --offline)",
         "ok    embeddings: provider 'none': keyword search only",
         "skip  llm: http://127.0.0.1:9/v1, model 'gpt-4o-mini' (not called: --offline)",

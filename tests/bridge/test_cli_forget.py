@@ -83,3 +83,54 @@ def test_any_command_first_finishes_a_forget_a_crash_left_recorded(tmp_path: Pat
     assert search.returncode == 0, search.stderr
     assert all(TOKEN not in hit["text"] for hit in json.loads(search.stdout))
     assert bytes_found(tmp_path / "ws", TOKEN) == []
+
+
+def _services(config: Path):  # type: ignore[no-untyped-def]
+    from bridge.app import Services
+    from bridge.config import load_config
+
+    return Services(load_config(str(config)))
+
+
+def test_forget_reaches_kept_media_and_lists_it_first(tmp_path: Path) -> None:
+    """media.keep: a kept file holding the text is listed by the dry run and deleted by the forget;
+    a kept file without it stays."""
+    config = setup(tmp_path)
+    services = _services(config)
+    try:
+        held = services.workspace.keep_media("terminal-alice", f"crate list\n{TOKEN} crate 7\n".encode(), ".txt")
+        photo = services.workspace.keep_media("terminal-alice", b"\x89PNG\r\n\x1a\n not it", ".png")
+    finally:
+        services.close()
+    dry = run(config, "memory", "forget", TOKEN.lower(), "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    listing = json.loads(dry.stdout)
+    assert listing["counts"] == {"memory files": 1, "media files": 1, "index": 1}
+    [media] = [m for m in listing["matches"] if m["place"] == "media files"]
+    assert media["where"] == f"media/{held.name}" and media["text"] == f"{TOKEN} crate 7"
+    done = run(config, "memory", "forget", TOKEN.lower())
+    assert done.returncode == 0, done.stderr
+    assert bytes_found(tmp_path / "ws", TOKEN) == []
+    assert not held.exists() and photo.read_bytes() == b"\x89PNG\r\n\x1a\n not it"
+
+
+def test_forget_reaches_a_chat_that_has_no_folder_yet(tmp_path: Path) -> None:
+    """A chat's scope with only conversation rows (no file written yet) is forgettable by --scope."""
+    config = setup(tmp_path)
+    from memory import Turn
+
+    services = _services(config)
+    try:
+        store = services.conversations
+        store.ensure_session("telegram-77|telegram::77:", "telegram-77", "telegram")
+        store.append_messages("telegram-77|telegram::77:", [Turn("user", "my Zibbertack is blue"), Turn("assistant", "ok")])
+    finally:
+        services.close()
+    assert not (tmp_path / "ws" / "scopes" / "telegram-77").exists()
+    done = run(config, "memory", "forget", "zibbertack", "--scope", "telegram-77")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("telegram-77: forgotten (messages: 1")
+    assert bytes_found(tmp_path / "ws", "Zibbertack") == []
+    unknown = run(config, "memory", "forget", TOKEN, "--scope", "nobody")
+    assert unknown.returncode == 1
+    assert "unknown scope 'nobody'" in unknown.stderr and "telegram-77" in unknown.stderr

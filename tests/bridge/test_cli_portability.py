@@ -44,7 +44,7 @@ async def test_export_import_export_round_trip(config_file, tmp_path: Path) -> N
     code, out, err = await membridge(config, "memory", "export", "--out", str(first))
     assert code == 0, err
     assert out.splitlines()[0] == f"exported scope terminal-alice to {first} ({first.stat().st_size:,} bytes)"
-    assert out.splitlines()[1] == ("  1 memory md, 1 daily files, 0 dream diaries, 0 other files, 1 versions, "
+    assert out.splitlines()[1] == ("  1 memory md, 1 daily files, 0 dream diaries, 0 other files, 0 media files, 1 versions, "
                                    "1 sessions, 1 messages")
     code, out, err = await membridge(config, "memory", "import", str(first), "--scope", "alice-copy", "--json")
     assert code == 0, err
@@ -98,3 +98,59 @@ async def test_a_killed_export_never_leaves_a_half_zip_under_the_name(config_fil
     assert code == 0, err
     assert [p.name for p in out.parent.iterdir()] == ["alice.zip"]
     assert members(out)["memory/2026-01-01.md"] == daily.read_bytes()
+
+
+async def test_export_carries_kept_media_and_import_restores_it(config_file, tmp_path: Path) -> None:
+    """media.keep: the kept files go into the export and come back with the import, byte for byte."""
+    config = config_file(media={"keep": True})
+    plant(config)
+    services = Services(load_config(str(config)))
+    try:
+        kept = services.workspace.keep_media("terminal-alice", b"\x89PNG\r\n\x1a\n a photo", ".png")
+    finally:
+        services.close()
+    export = tmp_path / "alice.zip"
+    code, out, err = await membridge(config, "memory", "export", "--out", str(export), "--json")
+    assert code == 0, err
+    assert json.loads(out)["counts"]["media_files"] == 1
+    assert members(export)[f"media/{kept.name}"] == kept.read_bytes()
+    code, _, err = await membridge(config, "memory", "import", str(export), "--scope", "alice-copy")
+    assert code == 0, err
+    copy = tmp_path / "ws" / "scopes" / "alice-copy" / "media" / kept.name
+    assert copy.read_bytes() == kept.read_bytes()
+
+
+async def test_a_killed_import_leaves_nothing_that_erase_or_a_later_import_misses(config_file, tmp_path: Path) -> None:
+    """SIGKILL while an import unpacks: its staging folder holds the person's files. An erase of the
+    scope removes it; so does the next import, which then lands whole."""
+    config = config_file()
+    plant(config)
+    diary = tmp_path / "ws" / "scopes" / "terminal-alice" / "memory" / "dreams" / "2026-01-01.md"
+    diary.parent.mkdir()
+    diary.write_bytes(os.urandom(24 << 20).hex().encode() + f"\n{TOKEN}\n".encode())  # never indexed: seconds to unpack
+    export = tmp_path / "alice.zip"
+    code, _, err = await membridge(config, "memory", "export", "--out", str(export))
+    assert code == 0, err
+    ws = tmp_path / "ws"
+
+    async def killed_import() -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bridge", "--config", str(config), "memory", "import", str(export), "--scope", "bee",
+            cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        while not list(ws.glob(".import-bee-*/memory/*")):
+            assert process.returncode is None, "the import ended before its staging folder was seen"
+            await asyncio.sleep(0.002)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+    await killed_import()
+    assert list(ws.glob(".import-bee-*")), "the kill left no staging folder: nothing was tested"
+    code, _, err = await membridge(config, "memory", "erase", "--scope", "bee", "--yes")
+    assert code == 0, err
+    assert list(ws.glob(".import-bee-*")) == [] and not (ws / "scopes" / "bee").exists()
+
+    await killed_import()
+    code, _, err = await membridge(config, "memory", "import", str(export), "--scope", "bee")
+    assert code == 0, err
+    assert list(ws.glob(".import-bee-*")) == []
+    assert (ws / "scopes" / "bee" / "memory" / "dreams" / "2026-01-01.md").read_bytes() == diary.read_bytes()

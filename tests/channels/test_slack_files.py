@@ -90,7 +90,7 @@ async def test_a_25_mb_file_is_refused_before_any_call(slack: FakeSlack, client:
     with pytest.raises(AttachmentTooLarge) as refused:
         await attachment.read(20_000_000)
 
-    assert str(refused.value) == "talk.mp4 is 25.0 MB, over the 20 MB limit, so it was not read."
+    assert str(refused.value) == "talk.mp4 is 25 MB, over the limit of 20 MB, so it was not read."
     assert info_calls(slack) == 0 and slack.file_host.downloads == []
 
 

@@ -136,7 +136,7 @@ async def test_an_export_over_telegrams_limit_is_explained_not_sent(world, monke
     services.memory.append_daily("telegram-501", "- a note")
     telegram.push_text(501, 501, "/memory export")
     sent = await telegram.wait_sent(2)
-    assert re.fullmatch(r"membridge-telegram-501-.*\.zip is 0\.0 MB, over the 0 MB Telegram lets a bot send, so it "
+    assert re.fullmatch(r"membridge-telegram-501-.*\.zip is \d{1,3}(,\d{3})* bytes, over the 100 bytes Telegram lets a bot send, so it "
                         r"was not sent here\.", sent[1]["visible"])
     outbox = services.workspace.exports_dir
     await telegram.wait_until(lambda: not any(outbox.iterdir()), what="the unsent export's deletion")
@@ -251,7 +251,7 @@ async def test_a_file_over_what_telegram_hands_a_bot_is_refused_in_the_chat_with
                 "mime_type": "application/pdf"}
     telegram.push_message(501, 501, {"document": document, "caption": "keep this"})
     [refusal] = await telegram.wait_sent(1)
-    assert refusal["visible"] == "talk.pdf is 25.0 MB, over the 20 MB limit, so it was not read."
+    assert refusal["visible"] == "talk.pdf is 25 MB, over the limit of 20 MB, so it was not read."
     assert telegram.files.downloads == [] and not any(m.lower() == "getfile" for m, _ in telegram.calls)
     assert llm.requests == []
 

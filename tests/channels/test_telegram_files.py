@@ -107,7 +107,7 @@ async def test_a_25_mb_file_is_refused_before_any_transfer(fake: FakeTelegram, b
     with pytest.raises(AttachmentTooLarge) as refused:
         await attachment.read(100_000_000)  # the bridge would take it; Telegram would not
 
-    assert str(refused.value) == "video.mov is 25.0 MB, over the 20 MB limit, so it was not read."
+    assert str(refused.value) == "video.mov is 25 MB, over the limit of 20 MB, so it was not read."
     assert refused.value.limit == BOT_API_DOWNLOAD_LIMIT
     assert getfile_calls(fake) == 0
     assert fake.files.downloads == []

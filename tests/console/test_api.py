@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from support.ports import free_port
 from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
+from memory import Turn
 from memory.knowledge import KnowledgeService
 from memory.memory_file import unified_diff
 
@@ -143,12 +145,17 @@ def test_no_token_configured_refuses_to_start(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- scopes
-async def test_scopes_are_listed_with_counts_and_last_activity(client: TestClient) -> None:
+async def test_scopes_are_listed_with_counts_and_last_activity(client: TestClient, services: Services) -> None:
+    store = services.conversations
+    store.ensure_session("bob|chat", "bob")
+    store.append_messages("bob|chat", [Turn("user", "hello")])
+    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+    store.fail_job_attempt(job.id, "[Errno 28] No space left on device")
     assert await _json(client, "/api/scopes") == [
         {"scope": "alice", "memory_entries": 2, "daily_files": 2, "dream_files": 1, "last_activity": _iso(30),
-         "versions": 2},
+         "versions": 2, "failing_flush_jobs": 0, "flush_error": None},
         {"scope": "bob", "memory_entries": 1, "daily_files": 0, "dream_files": 0, "last_activity": _iso(5),
-         "versions": 1},
+         "versions": 1, "failing_flush_jobs": 1, "flush_error": "[Errno 28] No space left on device"},
     ]
 
 

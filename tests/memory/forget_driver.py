@@ -29,7 +29,7 @@ TOKEN = "Zorblaxquint"
 #: Steps of a forget or an erase, roughly in order (``wipe`` and after: the job row holds no text).
 STEPS = {
     "unindex": (Indexer, "unindex"),
-    "rewrite": (forgetting, "_rewrite_without"),
+    "rewrite": (forgetting, "rewrite_without"),
     "versions": (MemoryFile, "scrub_versions"),
     "conversations": (ConversationStore, "forget_text"),
     "sync": (Indexer, "sync"),

@@ -33,6 +33,12 @@ def dreamer(make_manager):
     return DeepDream(manager, DreamSettings(), clock=lambda: datetime(2026, 12, 2, 23, 51))
 
 
+def forgetter(dreamer: DeepDream) -> Forgetter:
+    """The forget and erase of the dreamer's workspace, as an operator's command runs them."""
+    manager = dreamer.manager
+    return Forgetter(manager, ConversationStore(manager.db), dreamer.memory_file)
+
+
 def entries(n: int, prefix: str = "fact") -> str:
     return "".join(f"- {prefix} {i}\n" for i in range(n))
 
@@ -129,8 +135,8 @@ async def test_a_forget_while_the_model_answers_is_never_undone(workspace, dream
                       "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nsecond")
     dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
     await model.asked.wait()
-    removed, _ = await asyncio.to_thread(dreamer.memory_file.forget, "alice", "address")
-    assert removed == ["- home address: 1 Elm St"]
+    found = await asyncio.to_thread(forgetter(dreamer).forget, "alice", "address")
+    assert [match.text for match in found.matches if match.place == "memory files"] == ["- home address: 1 Elm St"]
     model.release.set()
     result = await dreaming
     assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
@@ -149,13 +155,29 @@ async def test_a_forget_of_daily_memory_while_the_model_answers_is_never_written
                       "[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nsecond")
     dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
     await model.asked.wait()
-    manager = dreamer.manager
-    await asyncio.to_thread(Forgetter(manager, ConversationStore(manager.db), dreamer.memory_file).forget, "alice", "door code")
+    await asyncio.to_thread(forgetter(dreamer).forget, "alice", "door code")
     model.release.set()
     result = await dreaming
     assert result.status == "written" and path.read_text() == "- likes tea\n- has a bike\n"
     assert len(model.calls) == 2 and "7431" not in model.calls[1][1]
     assert all(b"7431" not in p.read_bytes() for p in workspace.root.rglob("*") if p.is_file())
+
+
+async def test_an_erase_while_the_model_answers_is_not_undone_by_the_dreams_retry(workspace, dreamer) -> None:
+    """#34.14: the erase empties the window; the retry must not dream over nothing and write a
+    MEMORY.md (and the folder) of the erased scope again."""
+    write(workspace, "alice", "MEMORY.md", "- likes tea\n")
+    write(workspace, "alice", "memory/2026-12-02.md", "- bought a bike\n")
+    model = HeldModel("[MEMORY]\n- likes tea\n- has a bike\n[DREAM]\nfirst",
+                      "[MEMORY]\n- (nothing known)\n[DREAM]\nsecond")
+    dreaming = asyncio.create_task(dreamer.dream("alice", model, day=DAY))
+    await model.asked.wait()
+    await asyncio.to_thread(forgetter(dreamer).erase, "alice")
+    model.release.set()
+    result = await dreaming
+    assert result.status == "skipped" and len(model.calls) == 1
+    assert not workspace.scope_dir("alice").exists() and dreamer.memory_file.version_count("alice") == 0
+    assert dreamer.manager.db.query("SELECT count(*) FROM dream_state")[0][0] == 0
 
 
 async def test_a_dream_over_a_file_that_keeps_changing_is_refused(workspace, dreamer) -> None:

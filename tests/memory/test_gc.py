@@ -104,29 +104,34 @@ def test_versions_past_keep_or_max_days_go_but_never_the_newest(make_manager) ->
         files.prune_versions(keep=0, max_days=1)
 
 
-def test_done_and_failed_jobs_past_retention_are_deleted_pending_ones_stay(tmp_path) -> None:
+def test_done_jobs_past_retention_are_deleted_pending_and_failing_ones_stay(tmp_path) -> None:
     store = ConversationStore(Database(tmp_path / "index.db"))
     store.ensure_session("s1", "alice")
-    for status in ("done", "failed", "pending"):
+    for status in ("done", "failing", "pending"):
         store.append_messages("s1", [Turn("user", status)])
         [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
         if status == "done":
             store.finish_job(job.id)
-        elif status == "failed":
-            store.fail_job_attempt(job.id, "boom", max_attempts=1)
-    assert store.job_counts() == {"done": 1, "failed": 1, "pending": 1}
+        elif status == "failing":
+            store.fail_job_attempt(job.id, "boom")
+    assert store.job_counts() == {"done": 1, "pending": 2} and len(store.failing_jobs()) == 1
     assert store.cleanup(max_age_days=90, now=time.time() + 89 * DAY) == 0
-    assert store.job_counts() == {"done": 1, "failed": 1, "pending": 1}
+    assert store.job_counts() == {"done": 1, "pending": 2}
     store.cleanup(max_age_days=90, now=time.time() + 91 * DAY)
-    assert store.job_counts() == {"pending": 1}
+    assert store.job_counts() == {"pending": 2}
 
 
-def test_a_failed_job_from_before_done_at_was_set_ages_by_its_creation(tmp_path) -> None:
-    store = ConversationStore(Database(tmp_path / "index.db"))
-    store.ensure_session("s1", "alice")
-    store.append_messages("s1", [Turn("user", "x")])
-    [job] = store.record_daily_jobs(time.time() + 1, "2026-12-02")
+def test_a_job_an_older_version_gave_up_on_is_retried_after_the_upgrade(tmp_path) -> None:
+    """Before #34 a job failing 5 times was marked failed and never run again: it is pending again."""
     with sqlite3.connect(tmp_path / "index.db") as db:
-        db.execute("UPDATE jobs SET status = 'failed', done_at = NULL WHERE id = ?", (job.id,))
-    store.cleanup(max_age_days=90, now=time.time() + 91 * DAY)
-    assert store.job_counts() == {}
+        db.executescript(
+            "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, session_id TEXT NOT NULL,"
+            " scope TEXT NOT NULL, seq_from INTEGER NOT NULL, seq_to INTEGER NOT NULL, reason TEXT NOT NULL,"
+            " day TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+            " error TEXT, created_at REAL NOT NULL, done_at REAL);"
+            "INSERT INTO jobs (kind, session_id, scope, seq_from, seq_to, reason, day, status, attempts, error,"
+            " created_at, done_at) VALUES ('flush', 's1', 'alice', 1, 2, 'trim', '2026-12-02', 'failed', 5, 'disk full',"
+            " 0, 1);")
+    store = ConversationStore(Database(tmp_path / "index.db"))
+    [job] = store.pending_jobs(due_at=time.time())
+    assert (job.id, job.attempts) == (1, 5) and store.job_counts() == {"pending": 1}

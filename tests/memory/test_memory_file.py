@@ -15,14 +15,6 @@ def memory_file(make_manager) -> MemoryFile:
     return MemoryFile(make_manager(embedder=None))
 
 
-def test_forget_removes_matching_entries_as_a_new_version(workspace, memory_file) -> None:
-    path = write(workspace, "alice", "MEMORY.md", "- likes tea\n- old address: 1 Main St\n- has a cat\n")
-    removed, version = memory_file.forget("alice", "ADDRESS")
-    assert removed == ["- old address: 1 Main St"] and version is not None
-    assert path.read_text() == "- likes tea\n- has a cat\n"
-    assert memory_file.forget("alice", "nothing like this") == ([], None)
-
-
 def test_a_daily_file_has_versions_of_its_own(workspace, memory_file) -> None:
     daily = write(workspace, "alice", "memory/2026-12-02.md", "- booked Osaka\n")
     write(workspace, "alice", "MEMORY.md", "- likes tea\n")

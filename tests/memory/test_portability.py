@@ -17,6 +17,7 @@ from memory.archive import MAX_MEMBERS
 from memory.conversations import ConversationStore
 from memory.memory_file import MemoryFile
 from memory.portability import Portability, PortabilityError
+from memory.scope_conversations import ScopeConversations
 
 SCOPE = "telegram-42"
 TOKEN = "zebra-lantern-4711"
@@ -71,9 +72,9 @@ def test_export_holds_every_kind_with_counts_and_hashes(portability: Portability
     members = export(portability, tmp_path / "out.zip")
     manifest = json.loads(members.pop("manifest.json"))
     assert manifest["scope"] == SCOPE and manifest["membridge_version"] == "9.9.9"
-    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 3
+    assert manifest["format"] == "membridge-memory-export" and manifest["format_version"] == 4
     assert manifest["counts"] == {"memory_md": 1, "daily_files": 2, "dream_diaries": 1, "other_files": 1,
-                                  "versions": 4, "sessions": 2, "messages": 4}
+                                  "media_files": 0, "versions": 4, "sessions": 2, "messages": 4}
     assert manifest["files"] == {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                                  for name, data in members.items()}
     assert members["memory/2026-12-01.md"] == "- 她喜欢乌龙茶\r\n- no newline at the end".encode()
@@ -313,3 +314,51 @@ def test_export_to_outbox_clears_stale_exports(portability: Portability) -> None
     report = portability.export_to_outbox(SCOPE)
     assert report.path.parent == outbox and zipfile.is_zipfile(report.path)
     assert sorted(p.name for p in outbox.iterdir()) == sorted([fresh.name, report.path.name])
+
+
+def _with_messages(source: Path, target: Path, messages: bytes) -> Path:
+    """A copy of an export whose messages.jsonl is ``messages``, its manifest line made to match."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        manifest = json.loads(old.read("manifest.json"))
+        manifest["files"]["conversations/messages.jsonl"] = {"size": len(messages),
+                                                             "sha256": hashlib.sha256(messages).hexdigest()}
+        for info in old.infolist():
+            if info.filename not in ("manifest.json", "conversations/messages.jsonl"):
+                new.writestr(info, old.read(info))
+        new.writestr("conversations/messages.jsonl", messages)
+        new.writestr("manifest.json", json.dumps(manifest))
+    return target
+
+
+def test_a_long_jsonl_line_is_read_whole_across_pieces_and_an_endless_one_refused(portability: Portability,
+                                                                                  tmp_path: Path) -> None:
+    """#34.12: lines are read in linear time (a line spanning many 1 MiB pieces comes back whole)
+    and bounded (a crafted line of tens of MiB is refused, naming the line and the limit)."""
+    plant(portability)
+    good = tmp_path / "good.zip"
+    portability.export(SCOPE, good)
+    long_text = os.urandom(3 << 19).hex()  # 3 MiB of text: spans four pieces
+    record = {"chat": "telegram:::42:", "seq": 1, "role": "user", "visible": True, "created_at": 1.0,
+              "text": long_text, "meta": {}}
+    line = json.dumps(record).encode() + b"\n"
+    portability.import_(_with_messages(good, tmp_path / "long.zip", line), "long")
+    [message] = ScopeConversations(portability.conversations, "long").messages()
+    assert message["text"] == long_text
+
+    endless = json.dumps({**record, "seq": 2, "text": os.urandom(20 << 20).hex()}).encode() + b"\n"
+    with pytest.raises(PortabilityError, match=r"line 2 of conversations/messages\.jsonl is longer than "
+                                               r"16,777,216 bytes"):
+        portability.import_(_with_messages(good, tmp_path / "endless.zip", line + endless), "endless")
+    assert portability.contents("endless") == []
+
+
+def test_a_file_outside_the_layout_is_not_exported_so_the_export_still_imports(portability: Portability,
+                                                                                tmp_path: Path) -> None:
+    plant(portability)
+    stray = portability.workspace.scope_dir(SCOPE) / "notes.txt"
+    stray.write_bytes(b"put here by hand")
+    members = export(portability, tmp_path / "out.zip")
+    assert "notes.txt" not in members
+    portability.import_(tmp_path / "out.zip", "copy")
+    assert scope_tree(portability, "copy") == {name: data for name, data in scope_tree(portability, SCOPE).items()
+                                               if name not in ("notes.txt", "memory/.2026-12-01.md.abc.tmp")}

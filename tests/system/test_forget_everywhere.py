@@ -99,3 +99,24 @@ async def test_a_forget_while_the_model_answers_keeps_the_answer_out_of_memory(r
     assert occurrences(services.workspace.root, token) == {}
     session = services.conversations.get_session(f"{SCOPE}|telegram::42:")
     assert session is not None and services.conversations.context_messages(session.id) == []
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("memory_write", {"text": "locker code Zorblaxquint"}),
+    ("knowledge_write", {"page": "lockers/codes", "content": "# Codes\nlocker code Zorblaxquint\n"}),
+])
+async def test_a_forget_while_the_model_answers_is_not_undone_by_its_tool_call(
+        running, fake_llm, tool: str, arguments: dict[str, str]) -> None:
+    """The model, asked before the forget, calls a tool that writes the text after it: refused."""
+    bridge, channel = await running(admins=["telegram:42"])
+    services, token = bridge.services, "Zorblaxquint"
+    fake_llm.responder = lambda _request: {"tool_calls": [(tool, arguments)]}
+    release = asyncio.Event()
+    arrived = fake_llm.hold_first(lambda body: token in body["messages"][-1]["content"], release)
+    await channel.push(dm(f"my locker code is {token}, please save it"))
+    await asyncio.wait_for(arrived.wait(), 30)
+    await asyncio.to_thread(services.forgetter.forget, SCOPE, token)
+    release.set()
+    await channel.wait_sent(1)
+    assert channel.texts() == ["That message was forgotten while I was answering it, so I've dropped my answer."]
+    assert occurrences(services.workspace.root, token) == {}

@@ -369,7 +369,7 @@ async def run(tmp_path: Path, llm: FakeOpenAI, writer: Any, rng: random.Random) 
 async def assert_nothing_lost_doubled_or_resurrected(stack: Stack, other: Writer) -> None:
     services, ledger = stack.services, stack.ledger
     assert services.conversations.job_counts().get("pending", 0) == 0
-    assert services.conversations.job_counts().get("failed", 0) == 0
+    assert services.conversations.failing_jobs() == []
     counts = {scope: await asyncio.to_thread(daily_counts, services, scope) for scope in stack.scopes}
     wrong = {token: counts[scope][token] for token, scope in ledger.sent.items()
              if token not in ledger.forgotten and counts[scope][token] != 1}

@@ -58,7 +58,9 @@
 
   function scopeCounts(item) {
     return `${mb.plural(item.memory_entries, "entry", "entries")} · ${mb.plural(item.daily_files, "day")} · `
-      + `${mb.plural(item.dream_files, "dream")} · ${mb.plural(item.versions, "version")}`;
+      + `${mb.plural(item.dream_files, "dream")} · ${mb.plural(item.versions, "version")}`
+      + (item.failing_flush_jobs ? ` · ${mb.plural(item.failing_flush_jobs, "flush failing", "flushes failing")}`
+        + ` (${item.flush_error}; retried)` : "");
   }
 
   // ---------------------------------------------------------- MEMORY.md

@@ -107,7 +107,7 @@ async def test_a_file_in_a_group_is_refused(running, fake_llm) -> None:
     (MemoryAttachment("document", "setup.exe", b"MZ\x90\x00", "application/x-msdownload"),
      "I can't read setup.exe: I read txt, md, csv, json, pdf and docx files only."),
     (MemoryAttachment("document", "big.pdf", b"", PDF_MIME, size=25_000_000),
-     "big.pdf is 25.0 MB, over the 20 MB limit, so it was not read."),
+     "big.pdf is 25 MB, over the limit of 20 MB, so it was not read."),
 ])
 async def test_unknown_types_and_files_too_big_are_refused_before_download(running, fake_llm, attachment,
                                                                           answer) -> None:
@@ -115,6 +115,19 @@ async def test_unknown_types_and_files_too_big_are_refused_before_download(runni
     await channel.push(with_files("", attachment))
     await channel.wait_sent(1)
     assert channel.texts() == [answer] and attachment.reads == 0 and fake_llm.requests == []
+
+
+@pytest.mark.parametrize(("limit", "size", "answer"), [
+    (1_500_000, 1_700_000, "crates.txt is 1.7 MB, over the limit of 1.5 MB, so it was not read."),
+    (2_000, 2_001, "crates.txt is 2,001 bytes, over the limit of 2,000 bytes, so it was not read."),
+    (20_000, 25_000, "crates.txt is 25 KB, over the limit of 20 KB, so it was not read."),
+])
+async def test_a_size_refusal_never_contradicts_itself(running, fake_llm, limit: int, size: int, answer: str) -> None:
+    """The size and the limit are said with the precision that tells them apart (#34.13)."""
+    _, channel = await running(media={"max_bytes": limit})
+    await channel.push(with_files("", MemoryAttachment("document", "crates.txt", b"", "text/plain", size=size)))
+    await channel.wait_sent(1)
+    assert channel.texts() == [answer]
 
 
 @pytest.mark.parametrize(("name", "data", "limits", "answer"), [
@@ -126,7 +139,7 @@ async def test_unknown_types_and_files_too_big_are_refused_before_download(runni
     ("fake.pdf", b"%PDF-1.4 not really", {}, "I couldn't read fake.pdf: it is not a valid PDF file."),
     ("blob.txt", b"\x00\x01\x02binary", {}, "blob.txt is not a text file (it holds binary data)."),
     ("bomb.docx", zip_bomb_docx(50), {"max_bytes": 1_000_000},
-     "bomb.docx would unpack to 50 MB in 2 parts, over the 4 MB limit for a document, so it was not read."),
+     "bomb.docx would unpack to 50 MB in 2 parts, over the limit of 4 MB for a document, so it was not read."),
     ("bomb.pdf", flate_bomb_pdf(200), {},
      "bomb.pdf would unpack to more data than I read from one PDF (a compressed part of it is too large), "
      "so it was not read."),

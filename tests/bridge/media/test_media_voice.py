@@ -5,6 +5,7 @@ download and store nothing."""
 from __future__ import annotations
 
 import io
+import re
 import wave
 
 import pytest
@@ -65,7 +66,7 @@ async def test_an_audio_file_with_a_caption_is_marked_with_its_name(running, fak
 @pytest.mark.parametrize(("attachment", "words"), [
     (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", duration_s=601),
      "That voice note is 10.0 minutes long, over the limit of 10.0 minutes (speech.max_seconds)"),
-    (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", size=26_000_000), "26.0 MB, over the 25 MB limit"),
+    (MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", size=26_000_000), "26 MB, over the limit of 25 MB"),
 ])
 async def test_past_max_seconds_or_max_bytes_is_refused_before_any_download(
         running, fake_llm, attachment, words) -> None:
@@ -111,7 +112,8 @@ async def test_a_stream_past_max_bytes_is_refused_when_its_size_was_unknown(runn
     bridge, channel = await running(**speech_on(fake_llm, max_bytes=5000))
     await channel.push(with_files("", MemoryAttachment("voice", "v.ogg", OGG, "audio/ogg", size=None)))
     await channel.wait_sent(1)
-    assert channel.texts() == ["v.ogg is 0.0 MB, over the 0 MB limit, so it was not read."]
+    [said] = channel.texts()
+    assert re.fullmatch(r"v\.ogg is \d+(\.\d)? KB, over the limit of 5 KB, so it was not read\.", said), said
     assert fake_llm.audio.requests == [] and stored(bridge) == []
 
 
