@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -28,6 +29,9 @@ class WorkspaceLock:
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(str(self._path), thread_local=False)
         self._timeout_s = timeout_s
+        #: Called once the lock is held; what it raises releases the lock again and reaches the
+        #: caller before it writes anything (a cluster worker's fence on its shard).
+        self.guard: Callable[[], None] | None = None
 
     def acquire(self) -> None:
         self._thread_lock.acquire()
@@ -42,6 +46,7 @@ class WorkspaceLock:
         except BaseException:
             self._thread_lock.release()
             raise
+        self._check_guard()
 
     def try_acquire(self, timeout_s: float) -> bool:
         """Acquire within ``timeout_s`` or give up: False (nothing held) when another thread or
@@ -57,7 +62,17 @@ class WorkspaceLock:
         except BaseException:
             self._thread_lock.release()
             raise
+        self._check_guard()
         return True
+
+    def _check_guard(self) -> None:
+        if self.guard is None:
+            return
+        try:
+            self.guard()
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         self._file_lock.release()

@@ -121,7 +121,7 @@ class PollerLease:
         interval = self.leases.ttl_ms / 3000
         while not stop.is_set():
             try:
-                held = await (self.leases.renew(self.key) if self._running else self.leases.claim(self.key))
+                held = bool(await (self.leases.renew(self.key) if self._running else self.leases.claim(self.key)))
             except UNAVAILABLE as exc:
                 log.warning("Redis unavailable (%s): the poller lease is kept as it was; retrying", exc)
                 held = self._running
