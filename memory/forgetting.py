@@ -24,7 +24,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -86,6 +86,12 @@ class Findings:
         return "\n".join(lines)
 
 
+#: A store outside the workspace that holds a scope's text (a cluster shard's Redis stream), called
+#: in a forget's or erase's remove phase with the scope and what to remove (None: all of the scope).
+#: What it raises leaves the job recorded, so it runs again; it must therefore be idempotent.
+ForgetElsewhere = Callable[[str, Callable[[str], bool] | None], None]
+
+
 def _matcher(text: str) -> Callable[[str], bool]:
     needle = text.strip().lower()
     if not needle:
@@ -96,10 +102,12 @@ def _matcher(text: str) -> Callable[[str], bool]:
 class Forgetter:
     """Runs forget, erase and expiry jobs on one workspace; thread-safe through the workspace lock."""
 
-    def __init__(self, memory: MemoryManager, conversations: ConversationStore, memory_file: MemoryFile) -> None:
+    def __init__(self, memory: MemoryManager, conversations: ConversationStore, memory_file: MemoryFile,
+                 elsewhere: Sequence[ForgetElsewhere] = ()) -> None:
         self.memory = memory
         self.conversations = conversations
         self.memory_file = memory_file
+        self.elsewhere = tuple(elsewhere)
         memory.db.execute_script(SCHEMA)
 
     # ------------------------------------------------------------ the front
@@ -197,6 +205,9 @@ class Forgetter:
             self._remove_scope(scope)
         else:
             self._remove_days(scope, date.fromisoformat(needle or ""))
+        if kind != "expire":
+            for forget_elsewhere in self.elsewhere:
+                forget_elsewhere(scope, _matcher(needle) if needle else None)
 
     def _remove_text(self, scope: str, matches: Callable[[str], bool]) -> None:
         """Files and versions first, then the index follows them by an ordinary sync (only the
