@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from ..runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
 from .fencing import FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, decode_message, shard_config
-from .ledger import TurnLedger, TurnState
+from .ledger import TurnLedger, TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -257,13 +258,28 @@ class ShardRunner:
                       self.number, message.channel, message.dedupe_key)
             return
         record = await offload.run(self._ledger.get, message.dedupe_key)
-        if record is None or record.state is TurnState.STARTED:
+        if record is None:
             await self._process(channel, message)
+        elif record.state is TurnState.STARTED:
+            await self._process(channel, await offload.run(self._as_stored, message, record))
         elif record.state is TurnState.ANSWERED and record.reply is not None:
             log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
             await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
                                      markdown=record.markdown), message)
         await offload.run(self._ledger.mark_sent, message.dedupe_key)
+
+    def _as_stored(self, message: IncomingMessage, record: TurnRecord) -> IncomingMessage:
+        """A redelivered message whose user turn is stored, as it was stored: its attachments were
+        read then (a document's note saved, a photo described), and are not read again; the model
+        gets the stored text (a photo's description, not the photo)."""
+        assert self._bridge is not None
+        if not message.attachments:
+            return message
+        services = self._bridge.services
+        session = services.agent.identify(message).session_id
+        stored = services.conversations.messages_between(session, record.user_seq, record.user_seq) \
+            if record.user_seq is not None else []
+        return replace(message, text=stored[0].text if stored else message.text, attachments=())
 
     async def _process(self, channel: Channel, message: IncomingMessage) -> None:
         assert self._bridge is not None
