@@ -33,6 +33,7 @@ from .. import offload
 #: heard nothing back stops work on the shard. Renewals go every third of the TTL, so one late or
 #: lost renewal costs nothing; the rest of the TTL is the margin before another worker may claim it.
 LOCAL_SHARE = 0.75
+WATCH_S = 0.1  # how often a lease holder compares its deadline with the clock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS cluster_fence (
@@ -54,32 +55,40 @@ class FenceBehind(Fenced):
         self.stored = stored
 
 
-class ShardFence:
-    """The grant this worker holds for one shard: its token and the deadline it keeps by itself."""
+class LeaseClock:
+    """How long a lease is surely still ours, by our own clock: ``LOCAL_SHARE`` of its TTL from the
+    moment the last successful claim or renewal was sent."""
 
-    def __init__(self, shard: int, token: int, ttl_s: float, granted_at: float, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.shard = shard
-        self.token = token
+    def __init__(self, ttl_s: float, granted_at: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.valid_s = ttl_s * LOCAL_SHARE
         self._clock = clock
         self.deadline = granted_at + self.valid_s
-        self._db: Database | None = None
 
     def renewed(self, sent_at: float) -> None:
-        """A renewal sent at ``sent_at`` (this clock) succeeded."""
+        """A claim or renewal sent at ``sent_at`` (this clock) succeeded."""
         self.deadline = max(self.deadline, sent_at + self.valid_s)
 
     def revoke(self) -> None:
         """The lease is known lost: every check fails from now on."""
         self.deadline = float("-inf")
 
+    def expired(self) -> bool:
+        return self._clock() >= self.deadline
+
+
+class ShardFence(LeaseClock):
+    """The grant this worker holds for one shard: its token and the deadline it keeps by itself."""
+
+    def __init__(self, shard: int, token: int, ttl_s: float, granted_at: float, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(ttl_s, granted_at, clock=clock)
+        self.shard = shard
+        self.token = token
+        self._db: Database | None = None
+
     def regrant(self, token: int) -> None:
         """The lease holder's token was advanced (:meth:`.leases.Leases.advance`)."""
         self.token = token
-
-    def expired(self) -> bool:
-        return self._clock() >= self.deadline
 
     def check(self) -> None:
         """Before a send: raise :class:`Fenced` unless this grant is still good (blocking: a read)."""

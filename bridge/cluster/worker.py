@@ -33,15 +33,13 @@ from ..logs import STATUS_LOGGER
 from ..runtime import build_channels
 from ..stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
-from .fencing import ShardFence
+from .fencing import WATCH_S, ShardFence
 from .keys import Keys
 from .leases import Leases, new_holder_id
 from .shard import ShardRunner
 
 log = logging.getLogger(__name__)
 status = logging.getLogger(STATUS_LOGGER)
-
-WATCH_S = 0.1  # how often the watch loop compares each shard's deadline with the clock
 
 
 def fair_share(shards: int, workers: list[str], me: str) -> int:

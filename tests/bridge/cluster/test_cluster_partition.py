@@ -34,6 +34,14 @@ def chat_in(shard: int) -> int:
     raise AssertionError(f"no chat in shard {shard}")
 
 
+def configs(tmp_path: Path, redis_url: str, proxy: TcpProxy, llm_url: str, telegram_url: str,
+            ttl: float) -> tuple[Path, Path]:
+    """The deployment's config, and the same reaching Redis through ``proxy`` (for the role cut off)."""
+    common = {"llm_url": llm_url, "telegram_url": telegram_url, "shards": SHARDS, "lease_ttl_s": ttl}
+    return (cluster_config(tmp_path, redis_url=redis_url, **common),
+            cluster_config(tmp_path, redis_url=proxy.url(), name="through-proxy.yaml", **common))
+
+
 def stored_texts(root: Path, shard: int) -> list[str]:
     with sqlite3.connect(root / "shards" / str(shard) / "index.db") as db:
         return [row[0] for row in db.execute("SELECT body FROM messages ORDER BY session_id, seq")]
@@ -45,10 +53,7 @@ async def test_a_worker_cut_off_mid_turn_neither_sends_nor_writes_once_its_shard
     fake_llm.responder = echo
     release = asyncio.Event()
     async with TcpProxy(redis_server.port) as proxy:
-        common = {"redis_url": redis_server.url, "llm_url": fake_llm.base_url,
-                  "telegram_url": fake_telegram.base_url, "shards": SHARDS, "lease_ttl_s": TTL}
-        direct = cluster_config(tmp_path, **common)
-        cut_off = cluster_config(tmp_path, **{**common, "redis_url": proxy.url()}, name="through-proxy.yaml")
+        direct, cut_off = configs(tmp_path, redis_server.url, proxy, fake_llm.base_url, fake_telegram.base_url, TTL)
         a = await Role.start(cut_off, "worker", "worker-a")
         roles = [a]
         try:
@@ -81,3 +86,36 @@ async def test_a_worker_cut_off_mid_turn_neither_sends_nor_writes_once_its_shard
     assert sent() == ["re: m0", "re: m1", "re: m2"]
     assert any("lease not renewed" in line for line in a.lines), a.log()
     assert stored_texts(tmp_path / "cluster", shard) == ["m0", "re: m0", "m1", "re: m1", "m2", "re: m2"]
+
+
+@pytest.mark.timeout(300)
+async def test_a_polling_receiver_cut_off_from_redis_stops_polling_before_another_takes_over(
+        tmp_path, redis_server, fake_llm, fake_telegram) -> None:
+    fake_llm.responder = echo
+    ttl = 3.0
+    async with TcpProxy(redis_server.port) as proxy:
+        direct, cut_off = configs(tmp_path, redis_server.url, proxy, fake_llm.base_url, fake_telegram.base_url, ttl)
+        worker = await Role.start(direct, "worker", "worker")
+        first = await Role.start(cut_off, "receiver", "receiver-a")
+        roles = [worker, first]
+        try:
+            await first.wait_line("holds the poller lease", timeout=120)
+            second = await Role.start(direct, "receiver", "receiver-b")
+            roles.append(second)
+            await second.wait_line("receiver running", timeout=120)
+            fake_telegram.push_text(5, 5, "m0")
+            await fake_telegram.wait_sent(1)
+            proxy.cut()
+            await first.wait_line("stops polling before another can take the lease")
+            taken_early = any("holds the poller lease" in line for line in second.lines)
+            await second.wait_line("holds the poller lease")
+            fake_telegram.push_text(5, 5, "m1")
+            await fake_telegram.wait_sent(2)
+            proxy.heal()
+            fake_telegram.push_text(5, 5, "m2")
+            await fake_telegram.wait_sent(3)
+        finally:
+            for role in roles:
+                await role.stop()
+    assert not taken_early, "the second receiver polled while the first still did"
+    assert [m["visible"] for m in fake_telegram.sent] == ["re: m0", "re: m1", "re: m2"]
