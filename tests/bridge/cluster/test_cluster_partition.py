@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import HANG_GUARD_S
@@ -47,45 +50,75 @@ def stored_texts(root: Path, shard: int) -> list[str]:
         return [row[0] for row in db.execute("SELECT body FROM messages ORDER BY session_id, seq")]
 
 
+class MidTurn:
+    """Worker A (``a_config``) holds one of the two shards, worker B (``config``) the other; A has
+    answered m0 of a chat of its shard and now waits on the LLM for m1, whose answer comes when
+    ``release`` is set. ``sent()``: the chat's answers so far."""
+
+    def __init__(self, fake_llm: Any, fake_telegram: Any) -> None:
+        self.fake_llm, self.fake_telegram = fake_llm, fake_telegram
+        self.release = asyncio.Event()
+        self.roles: list[Role] = []
+
+    def sent(self) -> list[str]:
+        return [m["visible"] for m in self.fake_telegram.sent]
+
+    async def start(self, a_config: Path, config: Path) -> None:
+        self.a = await Role.start(a_config, "worker", "worker-a")
+        self.roles.append(self.a)
+        await self.a.wait_for(lambda: self.a.shards == {0, 1}, "both shards", timeout=120)
+        receiver = await Role.start(config, "receiver", "receiver")
+        self.b = await Role.start(config, "worker", "worker-b")
+        self.roles += [receiver, self.b]
+        await wait_all(self.roles, lambda: len(self.a.shards) == 1 and len(self.b.shards) == 1, "one shard each",
+                       timeout=120)
+        await receiver.wait_line("holds the poller lease")
+        [self.shard] = self.a.shards
+        self.chat = chat_in(self.shard)
+        self.fake_telegram.push_text(self.chat, self.chat, "m0")
+        await self.fake_telegram.wait_sent(1)
+        held = self.fake_llm.hold_first(lambda body: body["messages"][-1].get("content") == "m1", self.release)
+        self.fake_telegram.push_text(self.chat, self.chat, "m1")
+        await asyncio.wait_for(held.wait(), HANG_GUARD_S)
+
+    async def shard_moved(self) -> None:
+        await self.b.wait_for(lambda: self.b.shards == {0, 1}, "A's shard", timeout=HANG_GUARD_S)
+
+    async def finish(self, a_gave_up: Callable[[], bool]) -> None:
+        """Until A gave its shard up (or m1 was answered twice), then m2 answered."""
+        await wait_all(self.roles, lambda: self.sent().count("re: m1") >= 2 or ("re: m1" in self.sent() and a_gave_up()),
+                       "m1 answered by B and A's shard given up (or m1 answered twice)")
+        self.fake_telegram.push_text(self.chat, self.chat, "m2")
+        await wait_all(self.roles, lambda: "re: m2" in self.sent(), "m2 answered")
+
+    async def stop(self) -> None:
+        for role in self.roles:
+            await role.stop()
+
+    def check(self, root: Path) -> None:
+        """Each message answered once, and A's late answer stored nowhere."""
+        assert self.sent() == ["re: m0", "re: m1", "re: m2"]
+        assert stored_texts(root, self.shard) == ["m0", "re: m0", "m1", "re: m1", "m2", "re: m2"]
+
+
 @pytest.mark.timeout(300)
 async def test_a_worker_cut_off_mid_turn_neither_sends_nor_writes_once_its_shard_moved(
         tmp_path, redis_server, fake_llm, fake_telegram) -> None:
     fake_llm.responder = echo
-    release = asyncio.Event()
+    scene = MidTurn(fake_llm, fake_telegram)
     async with TcpProxy(redis_server.port) as proxy:
         direct, cut_off = configs(tmp_path, redis_server.url, proxy, fake_llm.base_url, fake_telegram.base_url, TTL)
-        a = await Role.start(cut_off, "worker", "worker-a")
-        roles = [a]
         try:
-            await a.wait_for(lambda: a.shards == {0, 1}, "both shards", timeout=120)
-            receiver = await Role.start(direct, "receiver", "receiver")
-            b = await Role.start(direct, "worker", "worker-b")
-            roles += [receiver, b]
-            await wait_all(roles, lambda: len(a.shards) == 1 and len(b.shards) == 1, "one shard each", timeout=120)
-            await receiver.wait_line("holds the poller lease")
-            [shard] = a.shards
-            chat = chat_in(shard)
-            fake_telegram.push_text(chat, chat, "m0")
-            await fake_telegram.wait_sent(1)
-            held = fake_llm.hold_first(lambda body: body["messages"][-1].get("content") == "m1", release)
-            fake_telegram.push_text(chat, chat, "m1")
-            await asyncio.wait_for(held.wait(), HANG_GUARD_S)  # A waits on the LLM for m1
+            await scene.start(cut_off, direct)
             proxy.cut()
-            await b.wait_for(lambda: b.shards == {0, 1}, "the cut-off worker's shard", timeout=HANG_GUARD_S)
-            release.set()  # A's turn gets its answer only now, after the shard moved
-            sent = lambda: [m["visible"] for m in fake_telegram.sent]  # noqa: E731
-            await wait_all(roles, lambda: sent().count("re: m1") >= 2
-                           or ("re: m1" in sent() and any("stopping work on it" in line for line in a.lines)),
-                           "m1 answered by B and A's shard given up (or m1 answered twice)")
+            await scene.shard_moved()
+            scene.release.set()  # A's turn gets its answer only now, after the shard moved
+            await scene.finish(lambda: any("stopping work on it" in line for line in scene.a.lines))
             proxy.heal()
-            fake_telegram.push_text(chat, chat, "m2")
-            await wait_all(roles, lambda: "re: m2" in sent(), "m2 answered")
         finally:
-            for role in roles:
-                await role.stop()
-    assert sent() == ["re: m0", "re: m1", "re: m2"]
-    assert any("lease not renewed" in line for line in a.lines), a.log()
-    assert stored_texts(tmp_path / "cluster", shard) == ["m0", "re: m0", "m1", "re: m1", "m2", "re: m2"]
+            await scene.stop()
+    scene.check(tmp_path / "cluster")
+    assert any("lease not renewed" in line for line in scene.a.lines), scene.a.log()
 
 
 @pytest.mark.timeout(300)
@@ -119,3 +152,27 @@ async def test_a_polling_receiver_cut_off_from_redis_stops_polling_before_anothe
                 await role.stop()
     assert not taken_early, "the second receiver polled while the first still did"
     assert [m["visible"] for m in fake_telegram.sent] == ["re: m0", "re: m1", "re: m2"]
+
+
+@pytest.mark.timeout(300)
+async def test_a_worker_paused_mid_turn_past_its_lease_sends_nothing_when_it_resumes(
+        tmp_path, redis_server, fake_llm, fake_telegram) -> None:
+    """A worker starved of CPU (here: stopped with SIGSTOP) past its lease, while its turn's answer
+    waits for it: the shard moves, and once it runs again it neither sends nor stores that answer."""
+    fake_llm.responder = echo
+    config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
+                            telegram_url=fake_telegram.base_url, shards=SHARDS, lease_ttl_s=TTL)
+    scene = MidTurn(fake_llm, fake_telegram)
+    try:
+        await scene.start(config, config)
+        scene.a.process.send_signal(signal.SIGSTOP)
+        try:
+            await scene.shard_moved()
+            scene.release.set()  # the answer reaches A's socket while A is stopped
+            await wait_all(scene.roles, lambda: "re: m1" in scene.sent(), "m1 answered by B")
+        finally:
+            scene.a.process.send_signal(signal.SIGCONT)
+        await scene.finish(lambda: not scene.a.shards)
+    finally:
+        await scene.stop()
+    scene.check(tmp_path / "cluster")
