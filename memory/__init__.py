@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         make_embedder,
     )
     from .flush import Flusher, Summarizer, conversation_text
-    from .forgetting import ForgetElsewhere, Forgetter, NothingToForget, pending_forget_jobs
+    from .forgetting import ForgetDeferred, ForgetElsewhere, Forgetter, NothingToForget, pending_forget_jobs
     from .indexer import SyncReport
     from .keyword import count_cjk
     from .knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
@@ -74,6 +74,7 @@ _HOMES = {
     "Flusher": "flush",
     "Summarizer": "flush",
     "conversation_text": "flush",
+    "ForgetDeferred": "forgetting",
     "ForgetElsewhere": "forgetting",
     "Forgetter": "forgetting",
     "NothingToForget": "forgetting",
@@ -130,6 +131,7 @@ __all__ = [
     "EmbeddingSettings",
     "FlushJob",
     "Flusher",
+    "ForgetDeferred",
     "ForgetElsewhere",
     "Forgetter",
     "HashEmbedding",

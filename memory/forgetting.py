@@ -92,6 +92,11 @@ class Findings:
 ForgetElsewhere = Callable[[str, Callable[[str], bool] | None], None]
 
 
+class ForgetDeferred(RuntimeError):
+    """A store outside the workspace (a :data:`ForgetElsewhere`) cannot be reached now: the job stays
+    recorded and is finished at the next start. ``str(exc)`` says which store and why."""
+
+
 def _matcher(text: str) -> Callable[[str], bool]:
     needle = text.strip().lower()
     if not needle:

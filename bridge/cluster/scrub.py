@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memory import ForgetDeferred
+
 from ..app import thread_scope_channels
 from ..config import AppConfig
 from ..scopes import scope_for
@@ -110,6 +112,9 @@ class StreamForgetter:
             log.info("%s: %d message(s) of %s forgotten from the stream; rewriting Redis's append-only file",
                      self.stream, dropped, scope)
             rewrite_aof(client)
+        except UNAVAILABLE as exc:
+            raise ForgetDeferred(f"{self.stream}: Redis is unreachable ({exc}); the forget stays recorded and is "
+                               "finished at the next start on this workspace (a worker opening the shard, or any membridge command)") from exc
         finally:
             client.close()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from redis.asyncio import Redis
 from support.bot import dm, make_config
+from support.cli import membridge
 from support.cluster import Role, cluster_config, wait_all
 
 from bridge.cluster.keys import GROUP, Keys, encode_message
@@ -105,3 +107,28 @@ async def test_the_stream_rebuilt_by_a_forget_keeps_every_unanswered_message_whe
     StreamForgetter(config, 0)("telegram-2", None)  # erase
     assert [entry_id for entry_id, _f in await redis.xrange(stream)] == [in_hand, unread, newer]
     assert holding(redis_server.folder) == []
+
+
+@pytest.mark.timeout(300)
+async def test_a_forget_that_cannot_reach_redis_stays_recorded_and_finishes_at_the_next_start(
+        tmp_path, redis_server, redis: Redis) -> None:
+    root = tmp_path / "cluster"
+    config = tmp_path / "shard0.yaml"
+    config.write_text(yaml.safe_dump({
+        "workspace": str(root / "shards" / "0"), "embedding": {"provider": "none"},
+        "cluster": {"redis_url": redis_server.url, "root": str(root), "shards": 1}}))
+    code, _out, err = await membridge(config, "memory", "add", "my locker code is Zorblaxquint",
+                                        "--scope", "telegram-1", "--create")
+    assert code == 0, err
+    stream = Keys("membridge").stream(0)
+    await redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    await redis.xadd(stream, {"message": encode_message(dm("my locker code is Zorblaxquint", user="1"))})
+    await redis_server.stop()
+    code, _out, err = await membridge(config, "memory", "forget", "zorblaxquint", "--scope", "telegram-1")
+    assert code == 1 and "Redis is unreachable" in err and "the forget stays recorded" in err
+    assert "Traceback" not in err
+    await redis_server.start()
+    assert holding(redis_server.folder)
+    code, _out, err = await membridge(config, "memory", "search", "locker", "--scope", "telegram-1")
+    assert code == 0, err
+    assert holding(redis_server.folder) == [] and holding(root) == []
