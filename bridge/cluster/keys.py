@@ -96,8 +96,9 @@ def decode_message(payload: str | bytes, channels: Mapping[str, Channel] | None 
     unless ``bare``: then they are left out (a reader that needs only who wrote what).
     """
     data: dict[str, Any] = json.loads(payload)
-    wired = [] if bare else data.pop("attachments", None) or []
-    data.pop("attachments", None)
+    wired = data.pop("attachments", None) or []
+    if bare:
+        wired = []
     channel = (channels or {}).get(str(data.get("channel")))
     if wired and channel is None:
         raise ValueError(f"attachments from {data.get('channel')!r}, a channel not enabled here")
