@@ -85,7 +85,9 @@ class TurnJournal(Protocol):
 
     def user_stored(self, key: str) -> bool: ...
 
-    def mark_started(self, conn: sqlite3.Connection, key: str) -> None: ...
+    def user_seq(self, key: str) -> int | None: ...
+
+    def mark_started(self, conn: sqlite3.Connection, key: str, user_seq: int | None) -> None: ...
 
     def mark_answered(self, conn: sqlite3.Connection, key: str, reply: str, markdown: bool = True) -> None: ...
 
@@ -193,11 +195,26 @@ class Agent:
         """Store the user's message, unless an earlier delivery of it already did (with a journal);
         returns its seq (None: that earlier delivery's message was forgotten since)."""
         journal = self.journal
+        text = str(user_message["content"])
         if journal is not None and await offload.run(journal.user_stored, key):
-            return await offload.run(self.conversations.user_seq, session_id, str(user_message["content"]))
-        mark = None if journal is None else partial(journal.mark_started, key=key)
-        [seq] = await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)], mark)
+            return await offload.run(self._stored_user_seq, journal, session_id, key, text)
+
+        def mark(conn: sqlite3.Connection) -> None:  # inside the transaction, which reads its own write
+            assert journal is not None
+            journal.mark_started(conn, key, self.conversations.user_seq(session_id, text))
+
+        [seq] = await offload.run(self.conversations.append_messages, session_id, [to_turn(user_message)],
+                                  None if journal is None else mark)
         return seq
+
+    def _stored_user_seq(self, journal: TurnJournal, session_id: str, key: str, text: str) -> int | None:
+        """The seq of the user message an earlier delivery stored, while it is still there; by the
+        seq the journal recorded (a redelivered photo's description may read differently), else by
+        its text (a journal row from before seqs were recorded)."""
+        seq = journal.user_seq(key)
+        if seq is None:
+            return self.conversations.user_seq(session_id, text)
+        return seq if self.conversations.messages_between(session_id, seq, seq) else None
 
     async def _store(self, turn: TurnInFlight, messages: list[Message],
                      also: Callable[[sqlite3.Connection], object] | None = None) -> None:

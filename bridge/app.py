@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         ConversationStore,
         DeepDream,
         DreamResult,
+        ForgetElsewhere,
         Forgetter,
         KnowledgeService,
         MemoryManager,
@@ -88,14 +89,25 @@ class Services:
         embedder = MeteredEmbedder(configured) if configured is not None else None
         manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
         if pending_forget_jobs(manager):
-            Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager)).resume()
+            Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager), self.forget_elsewhere).resume()
         return manager
+
+    @cached_property
+    def forget_elsewhere(self) -> list[ForgetElsewhere]:
+        """What a forget in this workspace must reach outside it: the Redis stream of the cluster
+        shard whose workspace this is (``bridge.cluster.scrub``); nothing for a single process."""
+        if not self.config.cluster.redis_url:
+            return []
+        from .cluster.scrub import StreamForgetter, shard_of_workspace
+
+        shard = shard_of_workspace(self.config)
+        return [] if shard is None else [StreamForgetter(self.config, shard)]
 
     @cached_property
     def forgetter(self) -> Forgetter:
         from memory import Forgetter
 
-        return Forgetter(self.memory, self.conversations, self.dreamer.memory_file)
+        return Forgetter(self.memory, self.conversations, self.dreamer.memory_file, self.forget_elsewhere)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:

@@ -376,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.source is None:
         print(f"membridge: {no_config_notice()}", file=sys.stderr)
     setup_logging(args.verbose, config_secrets(config), config.logging, long_running=args.long_running)
-    from memory import KnowledgeError, MemoryPathError, ScopeError, WorkspaceLockTimeout
+    from memory import ForgetDeferred, KnowledgeError, MemoryPathError, ScopeError, WorkspaceLockTimeout
 
     from .app import Services
 
@@ -387,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _closed_pipe()
-    except (CommandError, MemoryPathError, ScopeError, KnowledgeError, WorkspaceLockTimeout) as exc:
+    except (CommandError, MemoryPathError, ScopeError, KnowledgeError, WorkspaceLockTimeout, ForgetDeferred) as exc:
         print(f"membridge: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

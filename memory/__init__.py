@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     )
     from .flush import Flusher, Summarizer, conversation_text
     from .flush_jobs import FailingJob, FlushJob
-    from .forgetting import Forgetter, pending_forget_jobs
+    from .forgetting import ForgetDeferred, ForgetElsewhere, Forgetter, pending_forget_jobs
     from .holdings import ScopeFile, scope_files
     from .indexer import SyncReport
     from .keyword import count_cjk
@@ -81,6 +81,8 @@ _HOMES = {
     "Flusher": "flush",
     "Summarizer": "flush",
     "conversation_text": "flush",
+    "ForgetDeferred": "forgetting",
+    "ForgetElsewhere": "forgetting",
     "Forgetter": "forgetting",
     "NothingToForget": "line_removal",
     "pending_forget_jobs": "forgetting",
@@ -145,6 +147,8 @@ __all__ = [
     "FailingJob",
     "FlushJob",
     "Flusher",
+    "ForgetDeferred",
+    "ForgetElsewhere",
     "Forgetter",
     "HashEmbedding",
     "IndexCheck",

@@ -52,6 +52,9 @@ class Database:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._local = threading.local()  # .conn: the connection this thread is inside, if any
+        #: Called with the writer connection at the start of every write transaction; what it raises
+        #: aborts the transaction before anything is written (a cluster worker's fence on its shard).
+        self.guard: Callable[[sqlite3.Connection], None] | None = None
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
@@ -73,6 +76,8 @@ class Database:
         with self.lock, self._inside(self.conn):
             self._begin()
             try:
+                if self.guard is not None:
+                    self.guard(self.conn)
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")

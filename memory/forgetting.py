@@ -24,6 +24,7 @@ import logging
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -51,7 +52,7 @@ PLACES = ("memory files", "dream diaries", "media files", "import leftovers", "f
 #: Where each kind of scope file (:mod:`memory.holdings`) is counted.
 _FILE_PLACES = {"dream_diaries": "dream diaries", "media_files": "media files", "import_leftovers": "import leftovers"}
 
-__all__ = ["PLACES", "Findings", "Forgetter", "Match", "NothingToForget", "pending_forget_jobs"]
+__all__ = ["PLACES", "Findings", "ForgetDeferred", "ForgetElsewhere", "Forgetter", "Match", "NothingToForget", "pending_forget_jobs"]
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,26 @@ class Findings:
         return "\n".join(lines)
 
 
+#: A store outside the workspace that holds a scope's text (a cluster shard's Redis stream), called
+#: in a forget's or erase's remove phase with the scope and what to remove (None: all of the scope).
+#: What it raises leaves the job recorded, so it runs again; it must therefore be idempotent.
+ForgetElsewhere = Callable[[str, Matcher | None], None]
+
+
+class ForgetDeferred(RuntimeError):
+    """A store outside the workspace (a :data:`ForgetElsewhere`) cannot be reached now: the job stays
+    recorded and is finished at the next start. ``str(exc)`` says which store and why."""
+
+
 class Forgetter:
     """Runs forget, erase and expiry jobs on one workspace; thread-safe through the workspace lock."""
 
-    def __init__(self, memory: MemoryManager, conversations: ConversationStore, memory_file: MemoryFile) -> None:
+    def __init__(self, memory: MemoryManager, conversations: ConversationStore, memory_file: MemoryFile,
+                 elsewhere: Sequence[ForgetElsewhere] = ()) -> None:
         self.memory = memory
         self.conversations = conversations
         self.memory_file = memory_file
+        self.elsewhere = tuple(elsewhere)
         memory.db.execute_script(SCHEMA)
 
     # ------------------------------------------------------------ the front
@@ -194,6 +208,9 @@ class Forgetter:
             self._remove_scope(scope)
         else:
             self._remove_days(scope, date.fromisoformat(needle or ""))
+        if kind != "expire":
+            for forget_elsewhere in self.elsewhere:
+                forget_elsewhere(scope, text_matcher(needle) if needle else None)
 
     def _remove_text(self, scope: str, matches: Matcher) -> None:
         """Files and versions first, then the index follows them by an ordinary sync (only the

@@ -45,6 +45,9 @@ class WorkspaceLock:
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(str(self._path), thread_local=False)
         self._timeout_s = timeout_s
+        #: Called once the lock is held; what it raises releases the lock again and reaches the
+        #: caller before it writes anything (a cluster worker's fence on its shard).
+        self.guard: Callable[[], None] | None = None
 
     def acquire(self) -> None:
         self._thread_lock.acquire()
@@ -59,6 +62,7 @@ class WorkspaceLock:
         except BaseException:
             self._thread_lock.release()
             raise
+        self._check_guard()
 
     def try_acquire(self, timeout_s: float) -> bool:
         """Acquire within ``timeout_s`` or give up: False (nothing held) when another thread or
@@ -74,7 +78,17 @@ class WorkspaceLock:
         except BaseException:
             self._thread_lock.release()
             raise
+        self._check_guard()
         return True
+
+    def _check_guard(self) -> None:
+        if self.guard is None:
+            return
+        try:
+            self.guard()
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         self._file_lock.release()

@@ -87,14 +87,18 @@ def encode_message(message: IncomingMessage) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def decode_message(payload: str | bytes, channels: Mapping[str, Channel] | None = None) -> IncomingMessage:
+def decode_message(payload: str | bytes, channels: Mapping[str, Channel] | None = None, *,
+                   bare: bool = False) -> IncomingMessage:
     """The message :func:`encode_message` wrote; unknown fields (a newer receiver) are ignored.
 
     Its attachments are made again by the message's channel among ``channels``, so the worker
-    reads the files through its own connection. ValueError if there are attachments and no channel.
+    reads the files through its own connection. ValueError if there are attachments and no channel,
+    unless ``bare``: then they are left out (a reader that needs only who wrote what).
     """
     data: dict[str, Any] = json.loads(payload)
     wired = data.pop("attachments", None) or []
+    if bare:
+        wired = []
     channel = (channels or {}).get(str(data.get("channel")))
     if wired and channel is None:
         raise ValueError(f"attachments from {data.get('channel')!r}, a channel not enabled here")

@@ -3,8 +3,10 @@
 A stream entry is acknowledged only after its reply is sent, so a worker that dies mid-turn leaves
 it pending and the shard's next holder gets it again. The ledger makes that redelivery harmless:
 
-- ``started``: the user's message is stored (written in the transaction that stores it), so the
-  turn resumes from the stored history instead of storing the message twice;
+- ``started``: the user's message is stored (written in the transaction that stores it, with the
+  stored message's seq), so the turn resumes from the stored history instead of storing the message
+  twice, and finds that message by its seq: a photo's description or a voice note's transcript
+  made again for the redelivery may read differently;
 - ``answered``: the reply is stored (in the transaction that stores the assistant's answer), so the
   LLM is not asked again: the stored reply is sent;
 - ``sent``: nothing left but the acknowledgement. The reply's text is dropped then: the
@@ -25,7 +27,7 @@ from memory import Database
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS cluster_turns (
     message_key TEXT PRIMARY KEY, state TEXT NOT NULL, reply TEXT, markdown INTEGER NOT NULL DEFAULT 1,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL, user_seq INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS cluster_turns_updated ON cluster_turns (updated_at);
 """
@@ -43,6 +45,7 @@ class TurnRecord:
     state: TurnState
     reply: str | None
     markdown: bool
+    user_seq: int | None  # the stored user message (None: recorded by a version that did not keep it)
 
 
 class TurnLedger:
@@ -51,18 +54,26 @@ class TurnLedger:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA)
+        if "user_seq" not in {row[1] for row in db.query("PRAGMA table_info(cluster_turns)")}:
+            db.execute_script("ALTER TABLE cluster_turns ADD COLUMN user_seq INTEGER")
 
     def get(self, key: str) -> TurnRecord | None:
-        rows = self.db.query("SELECT state, reply, markdown FROM cluster_turns WHERE message_key = ?", (key,))
-        return TurnRecord(TurnState(rows[0][0]), rows[0][1], bool(rows[0][2])) if rows else None
+        rows = self.db.query("SELECT state, reply, markdown, user_seq FROM cluster_turns WHERE message_key = ?", (key,))
+        return TurnRecord(TurnState(rows[0][0]), rows[0][1], bool(rows[0][2]), rows[0][3]) if rows else None
 
     def user_stored(self, key: str) -> bool:
         """The agent's question: was this message's user turn stored by an earlier delivery?"""
         return self.get(key) is not None
 
-    def mark_started(self, conn: sqlite3.Connection, key: str) -> None:
-        """Inside the transaction that stores the user's message."""
+    def user_seq(self, key: str) -> int | None:
+        """The seq that earlier delivery stored the user's message under (None: not recorded)."""
+        record = self.get(key)
+        return None if record is None else record.user_seq
+
+    def mark_started(self, conn: sqlite3.Connection, key: str, user_seq: int | None) -> None:
+        """Inside the transaction that stores the user's message (as ``user_seq``)."""
         self._put(conn, key, TurnState.STARTED, None, True)
+        conn.execute("UPDATE cluster_turns SET user_seq = ? WHERE message_key = ?", (user_seq, key))
 
     def mark_answered(self, conn: sqlite3.Connection, key: str, reply: str, markdown: bool = True) -> None:
         """Inside the transaction that stores the answer (or alone, for a reply no turn stored)."""

@@ -35,6 +35,7 @@ from ..runtime import build_channels
 from ..scopes import scope_for
 from ..stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
+from .fencing import WATCH_S, LeaseClock
 from .keys import FIELD, Keys, encode_message, shard_of
 from .leases import Leases, new_holder_id
 
@@ -114,7 +115,11 @@ def polls(channel: Channel, config: AppConfig) -> bool:
 
 
 class PollerLease:
-    """Runs the polling channels only while this receiver holds the poller lease."""
+    """Runs the polling channels only while this receiver holds the poller lease.
+
+    A receiver that cannot renew the lease (cut off from Redis, paused) stops polling by its own
+    clock (:class:`.fencing.LeaseClock`) before the lease can expire, so two receivers never poll
+    at once: the next one can only claim the lease after that."""
 
     def __init__(self, leases: Leases, key: str, channels: list[Channel], on_message: Receiver) -> None:
         self.leases = leases
@@ -122,39 +127,64 @@ class PollerLease:
         self.channels = channels
         self.on_message = on_message
         self._running = False
+        self._clock = LeaseClock(leases.ttl_ms / 1000, float("-inf"))
+        self._switch = asyncio.Lock()  # one start or stop at a time (the renewals' and the watch's)
 
     async def hold(self, stop: asyncio.Event) -> None:
         """Claim the lease (waiting while another receiver polls), poll, renew; stop polling if lost."""
+        watch = asyncio.create_task(self._watch(stop), name="poller-lease-watch")
+        try:
+            await self._renew_until(stop)
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+            await self._stop()
+            with contextlib.suppress(*UNAVAILABLE):
+                await self.leases.release(self.key)
+
+    async def _renew_until(self, stop: asyncio.Event) -> None:
         interval = self.leases.ttl_ms / 3000
         while not stop.is_set():
-            try:
-                held = await (self.leases.renew(self.key) if self._running else self.leases.claim(self.key))
+            sent_at = time.monotonic()
+            try:  # still ours (a renewal), or free (a claim)
+                held = await self.leases.renew(self.key) or bool(await self.leases.claim(self.key))
             except UNAVAILABLE as exc:
-                log.warning("Redis unavailable (%s): the poller lease is kept as it was; retrying", exc)
-                held = self._running
-            if held and not self._running:
-                await self._start()
-            elif not held and self._running:
-                log.warning("the poller lease moved to another receiver: this one stops polling")
-                await self._stop()
+                log.warning("Redis unavailable (%s): the poller lease is not renewed; retrying", exc)
+            else:
+                if held:
+                    self._clock.renewed(sent_at)
+                    if not self._running:
+                        await self._start()
+                elif self._running:
+                    log.warning("the poller lease moved to another receiver: this one stops polling")
+                    await self._stop()
             if await wait_or_stop(stop, interval):
                 break
-        await self._stop()
-        with contextlib.suppress(*UNAVAILABLE):
-            await self.leases.release(self.key)
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        """Stop polling once the lease may have lapsed, by this receiver's own clock."""
+        while not await wait_or_stop(stop, WATCH_S):
+            if self._running and self._clock.expired():
+                log.warning("the poller lease was not renewed for %.1fs (Redis unreachable?): this receiver "
+                            "stops polling before another can take the lease", self._clock.valid_s)
+                await self._stop()
 
     async def _start(self) -> None:
-        for channel in self.channels:
-            await channel.start(self.on_message.receive)
-            status.info("%s (this receiver holds the poller lease)", channel.describe())
-        self._running = True
+        async with self._switch:
+            if self._running:
+                return
+            for channel in self.channels:
+                await channel.start(self.on_message.receive)
+                status.info("%s (this receiver holds the poller lease)", channel.describe())
+            self._running = True
 
     async def _stop(self) -> None:
-        if self._running:
-            for channel in self.channels:
-                with contextlib.suppress(Exception):
-                    await channel.stop()
-            self._running = False
+        async with self._switch:
+            if self._running:
+                for channel in self.channels:
+                    with contextlib.suppress(Exception):
+                        await channel.stop()
+                self._running = False
 
 
 async def run_receiver(services: Services) -> None:

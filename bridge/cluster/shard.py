@@ -8,6 +8,8 @@ with ``XAUTOCLAIM`` and answered before new ones, so a chat's order survives the
 pending for a whole lease TTL later on are claimed again the same way.
 
 An entry is acknowledged only after its reply is sent; :mod:`.ledger` makes a redelivery harmless.
+Every write to the shard and every send checks the shard's fence (:mod:`.fencing`): a turn that
+fails it is abandoned, unacknowledged, to the shard's next holder.
 Acknowledged entries are trimmed from the stream (``XTRIM MINID``), so it holds only the backlog.
 """
 
@@ -17,7 +19,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +37,9 @@ from ..app import Services
 from ..config import AppConfig
 from ..runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
+from .fencing import FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config
-from .ledger import TurnLedger, TurnState
+from .ledger import TurnLedger, TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +69,23 @@ def share_knowledge(workspace: Path, root: Path) -> Path:
 
 
 class ShardRunner:
-    """Consume shard ``number``'s stream against its workspace while ``is_held()`` says it is ours."""
+    """Consume shard ``number``'s stream against its workspace while ``fence`` says it is ours.
+    ``advance(past)`` asks Redis for a token above ``past`` (see :class:`.fencing.FenceBehind`)."""
 
     def __init__(self, number: int, config: AppConfig, redis: Redis, *, consumer: str,
-                 channels: dict[str, Channel], slots: asyncio.Semaphore, is_held: Callable[[], bool]) -> None:
+                 channels: dict[str, Channel], slots: asyncio.Semaphore, fence: ShardFence,
+                 advance: Callable[[int], Awaitable[int]]) -> None:
         self.number = number
         self.keys = Keys(config.cluster.key_prefix)
         self.stream = self.keys.stream(number)
         self.redis = redis
         self.consumer = consumer
-        self.channels = channels
+        self.channels = channels  # the worker's: they rebuild a message's attachments
+        self.fence = fence
+        self._advance = advance
+        self._senders: dict[str, Channel] = {name: FencedChannel(channel, fence) for name, channel in channels.items()}
         # the worker's bridge.max_concurrent_chats is shared by its shards; max_pending bounds what is read ahead
         self._lanes = ChatLanes(f"shard {number}", slots=slots, max_pending=config.bridge.max_concurrent_chats * 4)
-        self._is_held = is_held
         self._config = shard_config(config, number)
         self._stop = asyncio.Event()
         self._active: set[str] = set()  # entry ids read and not yet finished
@@ -93,10 +101,11 @@ class ShardRunner:
     async def start(self) -> None:
         """Open the workspace (in a thread: SQLite and LanceDB), then consume and keep the nights."""
         services, plugins = await offload.run(self._open)
+        self.services = services
+        await self._fence_in(services)
         await plugins.start()
         services.flush_worker.start()
-        self.services = services
-        self._bridge = Bridge(services, list(self.channels.values()), plugins)
+        self._bridge = Bridge(services, list(self._senders.values()), plugins)
         await self._ensure_group()
         log.info("shard %d: nightly pass next at %s", self.number, f"{await services.timer.next_run():%Y-%m-%d %H:%M}")
         self._tasks = [asyncio.create_task(self._consume(), name=f"shard:{self.number}"),
@@ -111,6 +120,20 @@ class ShardRunner:
         services.agent.journal = self._ledger
         return services, build_plugins(services)
 
+    async def _fence_in(self, services: Services) -> None:
+        """Write this grant's token into the shard before anything of this holder's; a larger token
+        there means Redis lost its counter: a token above it is asked for, once."""
+        memory = services.memory
+        try:
+            await offload.run(self.fence.install, memory.db, memory.lock, self.consumer)
+        except FenceBehind as behind:
+            log.error("shard %d: %s; Redis lost its data? Taking a token above it", self.number, behind)
+            token = await self._advance(behind.stored)
+            if not token:
+                raise Fenced(f"shard {self.number}: lease lost while opening it") from None
+            self.fence.regrant(token)
+            await offload.run(self.fence.install, memory.db, memory.lock, self.consumer)
+
     async def stop(self, grace_s: float) -> None:
         """Read no more; let turns in flight finish within ``grace_s`` (0 when the lease is already
         lost: another worker may be answering them), then close the workspace. Unfinished entries
@@ -120,10 +143,12 @@ class ShardRunner:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._bridge is not None:
-            await self._bridge.plugins.stop()
-        if self.services is not None:
-            await self.services.aclose()
+        try:
+            if self._bridge is not None:
+                await self._bridge.plugins.stop()
+        finally:
+            if self.services is not None:
+                await self.services.aclose()
 
     async def follow_nightly(self) -> str | None:
         """The day of this shard's last nightly pass, as the shard recorded it; the first time a new
@@ -216,23 +241,48 @@ class ShardRunner:
     # ---------------------------------------------------------- one message
     async def _answer(self, entry_id: str, message: IncomingMessage) -> None:
         """Answer once (see :mod:`.ledger`), send, record it sent, then acknowledge."""
-        assert self._ledger is not None and self._bridge is not None
-        if not self._is_held():
-            return  # the lease moved: the entry stays pending for the new holder
-        channel = self.channels.get(message.channel)
+        if self.fence.expired():
+            return  # the lease moved (or may have): the entry stays pending for the next holder
+        try:
+            await self._answer_once(message, appended_at(entry_id))
+        except Fenced as exc:
+            metrics.FENCING_REJECTIONS.inc()
+            log.warning("shard %d: %s; message %s is left to the shard's next holder", self.number, exc,
+                        message.dedupe_key)
+            return
+        await self._ack(entry_id)
+
+    async def _answer_once(self, message: IncomingMessage, received: float) -> None:
+        """``received``: when the receiver took the message in (epoch seconds), for the turn's latency."""
+        assert self._ledger is not None
+        channel = self._senders.get(message.channel)
         if channel is None:
             log.error("shard %d: no channel %r is enabled for message %s; acknowledged unanswered",
                       self.number, message.channel, message.dedupe_key)
-        else:
-            record = await offload.run(self._ledger.get, message.dedupe_key)
-            if record is None or record.state is TurnState.STARTED:
-                await self._process(channel, message, appended_at(entry_id))
-            elif record.state is TurnState.ANSWERED and record.reply is not None:
-                log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
-                await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
-                                         markdown=record.markdown), message)
-            await offload.run(self._ledger.mark_sent, message.dedupe_key)
-        await self._ack(entry_id)
+            return
+        record = await offload.run(self._ledger.get, message.dedupe_key)
+        if record is None:
+            await self._process(channel, message, received)
+        elif record.state is TurnState.STARTED:
+            await self._process(channel, await offload.run(self._as_stored, message, record), received)
+        elif record.state is TurnState.ANSWERED and record.reply is not None:
+            log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
+            await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
+                                     markdown=record.markdown), message)
+        await offload.run(self._ledger.mark_sent, message.dedupe_key)
+
+    def _as_stored(self, message: IncomingMessage, record: TurnRecord) -> IncomingMessage:
+        """A redelivered message whose user turn is stored, as it was stored: its attachments were
+        read then (a document's note saved, a photo described), and are not read again; the model
+        gets the stored text (a photo's description, not the photo)."""
+        assert self._bridge is not None
+        if not message.attachments:
+            return message
+        services = self._bridge.services
+        session = services.agent.identify(message).session_id
+        stored = services.conversations.messages_between(session, record.user_seq, record.user_seq) \
+            if record.user_seq is not None else []
+        return replace(message, text=stored[0].text if stored else message.text, attachments=())
 
     async def _process(self, channel: Channel, message: IncomingMessage, received: float) -> None:
         """One message through the bridge; ``received``: when the receiver took it in (epoch seconds)."""
@@ -240,6 +290,8 @@ class ShardRunner:
         try:
             if await self._bridge.process(channel, message) is not None:
                 metrics.TURN_SECONDS.labels(channel.name).observe(max(0.0, time.time() - received))
+        except Fenced:
+            raise
         except Exception:
             log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
             with contextlib.suppress(Exception):

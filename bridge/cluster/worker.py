@@ -1,8 +1,12 @@
 """``membridge run --role worker``: hold a fair share of the shards and run them.
 
-Two loops. The lease loop renews this worker's heartbeat and its shard leases every third of
-``cluster.lease_ttl_s``; a lease that could not be renewed is lost, and its shard is dropped at once
-(another worker may already answer it). The balance loop looks at the live workers (their heartbeat
+Three loops. The lease loop renews this worker's shard leases and its heartbeat every third of
+``cluster.lease_ttl_s``; a lease found taken or lapsed is lost, and its shard is dropped at once
+(another worker may already answer it). The watch loop drops a shard whose renewals have not
+succeeded for ``LOCAL_SHARE`` of the TTL, by this worker's own clock (cut off from Redis, paused,
+starved of CPU): it stops before the lease can expire and another worker can claim it
+(:mod:`.fencing`; every write and send of the shard checks the same deadline and the shard's
+fencing token). The balance loop looks at the live workers (their heartbeat
 keys) and takes its share: ``shards // workers`` each, one more for the first ``shards % workers``
 by id. A worker over its share hands the extra shards back (finishing their turns in flight first);
 one under it claims free shards. A dead worker's leases expire, and the others claim its shards and
@@ -32,6 +36,7 @@ from ..redaction import redact_url
 from ..runtime import build_channels
 from ..stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
+from .fencing import WATCH_S, ShardFence
 from .keys import Keys
 from .leases import Leases, new_holder_id
 from .shard import ShardRunner
@@ -70,13 +75,13 @@ class ClusterWorker:
         self.leases = Leases(redis, self.id, config.cluster.lease_ttl_s)
         self.interval_s = config.cluster.lease_ttl_s / 3
         self.runners: dict[int, ShardRunner] = {}
-        self._held: set[int] = set()  # leases we renew: running shards, and those starting or stopping
+        self._held: dict[int, ShardFence] = {}  # leases we renew: running shards, and those starting or stopping
         self._slots = asyncio.Semaphore(config.bridge.max_concurrent_chats)
         self._said = ""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Renew and balance until ``stop``; then hand every shard back."""
-        leases = asyncio.create_task(self._lease_loop(stop), name="cluster-leases")
+        leases = asyncio.gather(self._lease_loop(stop), self._watch_loop(stop))
         try:
             while not stop.is_set():
                 try:
@@ -105,20 +110,36 @@ class ClusterWorker:
     async def _lease_loop(self, stop: asyncio.Event) -> None:
         while not await wait_or_stop(stop, self.interval_s):
             try:
-                await self._heartbeat()
-                for number in sorted(self._held):
+                for number, fence in sorted(self._held.items()):
+                    sent_at = time.monotonic()
                     if not await self.leases.renew(self.keys.lease(number)):
-                        await self._lost(number)
+                        await self._lost(number, "lease lost to another worker (or lapsed)")
+                    elif self._held.get(number) is fence:
+                        fence.renewed(sent_at)
+                await self._heartbeat()
             except UNAVAILABLE as exc:
                 log.warning("Redis unavailable (%s): leases not renewed; retrying in %.1fs", exc, self.interval_s)
             except Exception:
                 log.exception("the lease loop failed; it goes on")
 
-    async def _lost(self, number: int) -> None:
-        log.warning("shard %d: lease lost to another worker; dropping it without finishing its turns", number)
+    async def _watch_loop(self, stop: asyncio.Event) -> None:
+        """Drop each shard whose lease this worker could not renew in time, by its own clock."""
+        while not await wait_or_stop(stop, WATCH_S):
+            for number, fence in sorted(self._held.items()):
+                if fence.expired() and number in self.runners:
+                    try:
+                        await self._lost(number, f"lease not renewed for {fence.valid_s:.1f}s (Redis unreachable, "
+                                                 "or this process was paused or starved of CPU)")
+                    except Exception:
+                        log.exception("shard %d: closing it failed; the watch goes on", number)
+
+    async def _lost(self, number: int, why: str) -> None:
+        log.warning("shard %d: %s; stopping work on it at once, its turns unfinished", number, why)
         metrics.LEASE_MOVES.labels("lost").inc()
         _forget_backlog(number)
-        self._held.discard(number)
+        fence = self._held.pop(number, None)
+        if fence is not None:
+            fence.revoke()
         runner = self.runners.pop(number, None)
         if runner is not None:
             await runner.stop(grace_s=0)
@@ -141,22 +162,26 @@ class ClusterWorker:
         for n in [(offset + i) % shards for i in range(shards)]:
             if len(self.runners) >= share:
                 break
-            if owners[n] is None and await self.leases.claim(self.keys.lease(n)):
-                await self._start(n)
+            if owners[n] is not None:
+                continue
+            asked_at = time.monotonic()
+            if token := await self.leases.claim(self.keys.lease(n)):
+                await self._start(n, ShardFence(n, token, self.config.cluster.lease_ttl_s, asked_at))
 
-    async def _start(self, number: int) -> None:
-        self._held.add(number)
+    async def _start(self, number: int, fence: ShardFence) -> None:
+        self._held[number] = fence
+        key = self.keys.lease(number)
         runner = ShardRunner(number, self.config, self.redis, consumer=self.id, channels=self.channels,
-                             slots=self._slots, is_held=lambda: number in self._held)
+                             slots=self._slots, fence=fence, advance=lambda past: self.leases.advance(key, past))
         try:
             await runner.start()
         except Exception:
             log.exception("shard %d: could not start; releasing it", number)
             await runner.stop(grace_s=0)
-            self._held.discard(number)
-            await self.leases.release(self.keys.lease(number))
+            if self._held.pop(number, None) is fence:
+                await self.leases.release(key)
             return
-        if number not in self._held:  # the lease was lost while the shard opened
+        if self._held.get(number) is not fence:  # the lease was lost while the shard opened
             await runner.stop(grace_s=0)
             return
         self.runners[number] = runner
@@ -167,7 +192,7 @@ class ClusterWorker:
         _forget_backlog(number)
         runner = self.runners.pop(number)
         await runner.stop(grace_s=self.config.bridge.shutdown_grace_s)
-        self._held.discard(number)
+        self._held.pop(number, None)
         with contextlib.suppress(*UNAVAILABLE):
             await self.leases.release(self.keys.lease(number))
 

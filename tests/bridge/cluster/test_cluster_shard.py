@@ -8,6 +8,7 @@ from support.bot import dm, make_services
 
 from bridge.cluster.ledger import TurnLedger, TurnState
 from bridge.cluster.shard import share_knowledge
+from memory import Turn
 
 
 async def test_a_redelivered_message_is_stored_once_and_its_answer_is_recorded_with_it(tmp_path, fake_llm) -> None:
@@ -76,3 +77,29 @@ async def test_every_shard_reads_and_writes_one_knowledge_base(tmp_path, fake_ll
         raise AssertionError("a shard's own knowledge folder must not be hidden by the shared one")
     for services in shards:
         await services.aclose()
+
+
+async def test_a_journal_from_before_seqs_were_recorded_is_upgraded_and_still_resumes_by_text(
+        tmp_path, fake_llm) -> None:
+    services = make_services(tmp_path / "shard", fake_llm.base_url)
+    services.memory.db.execute_script(
+        "CREATE TABLE cluster_turns (message_key TEXT PRIMARY KEY, state TEXT NOT NULL, reply TEXT,"
+        " markdown INTEGER NOT NULL DEFAULT 1, updated_at REAL NOT NULL) WITHOUT ROWID;")
+    message = dm("the old worker stored me")
+    who = services.agent.identify(message)
+    await services.agent.sessions.open(who.scope, message.chat_key, message.channel)
+    [seq] = services.conversations.append_messages(who.session_id, [Turn("user", message.text)])
+    with services.memory.db.transaction() as conn:
+        conn.execute("INSERT INTO cluster_turns (message_key, state, updated_at) VALUES (?, 'started', 0)",
+                     (message.dedupe_key,))
+    ledger = TurnLedger(services.memory.db)
+    services.agent.journal = ledger
+    assert ledger.get(message.dedupe_key).user_seq is None
+    fake_llm.reply("Resumed.")
+    assert (await services.agent.handle(message)).text == "Resumed."
+    assert [m.text for m in services.conversations.load_messages(who.session_id, 10)] == [message.text, "Resumed."]
+    fresh = dm("a new message")
+    fake_llm.reply("Hi.")
+    await services.agent.handle(fresh)
+    assert ledger.get(fresh.dedupe_key).user_seq == seq + 2
+    await services.aclose()
