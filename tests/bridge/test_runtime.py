@@ -129,7 +129,7 @@ async def test_memory_commands_show_search_forget_clear_and_usage(bot, fake_llm)
     await channel.wait_sent(8)
     show, search, listing, forget, show_after, usage, clear, unknown = channel.texts()
     assert show == "MEMORY.md:\n- likes tea\n- lives in Porto"
-    assert search.startswith("1. MEMORY.md:1") and "> - lives in Porto" in search
+    assert search.startswith("1. MEMORY.md:2 (") and "> - lives in Porto" in search  # the line that matched
     assert listing.splitlines() == [
         "“porto” is in:", "```", "memory files: 1; file versions: 1; index: 1",
         "  memory files  MEMORY.md:2  - lives in Porto", "  file versions  MEMORY.md v1:2  - lives in Porto",

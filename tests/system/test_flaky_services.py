@@ -56,7 +56,7 @@ async def test_embedding_outage_degrades_search_and_sync_retries(running, fake_l
     path = bridge.services.workspace.memory_file("telegram-42")
     path.parent.mkdir(parents=True)
     path.write_text("- Ann keeps bees on the roof\n")
-    fake_llm.fail_embeddings(500, times=2)  # this sync, and the one the turn's search tries
+    fake_llm.fail_embeddings(500, times=4)  # this sync; the auto-recall's sync and question; the tool search's sync
     report = await asyncio.to_thread(memory.indexer.sync)
     assert not report.ok and memory.storage.count_chunks() == 0
     fake_llm.responder = lambda r: ({"tool_calls": [("memory_search", {"query": "bees"})]}
