@@ -10,7 +10,8 @@ tool cases, one ``memory_search`` call. The session is pre-filled with 1,000 sto
 
 Cases: keyword-only (``embedding.provider: none``, what ``Services`` builds from config) and hybrid
 (``HashEmbedding(dim=512)`` plugged in by setting ``Services.memory`` before the agent is built),
-each with no tool call and with one ``memory_search`` call per turn. The keyword-only cases also run
+each with no tool call and with one ``memory_search`` call per turn; every case has auto-recall on (a
+search of the message before each model call, the default), and one hybrid case has it off. The keyword-only cases also run
 with metering off (no usage row, no Prometheus counting: ``agent.meter`` unset and the search
 observer a no-op) and with ``limits:`` on (a daily check before each turn), in the same run, so the
 cost of metrics and limits is read against the same machine load.
@@ -142,13 +143,15 @@ def prefill(services: Services, session_id: str, scope: str, gen: TextGenerator)
 
 
 async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, turns: int, warmup: int,
-                   gen: TextGenerator, queries: list[str], report: Report, metering: str = "on") -> dict[str, Any]:
+                   gen: TextGenerator, queries: list[str], report: Report, metering: str = "on",
+                   recall: bool = True) -> dict[str, Any]:
     shutil.rmtree(root / "index.db", ignore_errors=True)
     for leftover in ("index.db", "index.db-wal", "index.db-shm"):
         (root / leftover).unlink(missing_ok=True)
     shutil.rmtree(root / "vectors", ignore_errors=True)
     llm = InstantLLM(queries if with_search else None)
     services = build_services(root, llm, hybrid, limits=metering == "limits")
+    services.memory.settings.auto_recall.enabled = recall  # memory.auto_recall: a search before each model call
     sync = services.memory.indexer.sync()
     agent = services.agent
     observe_search = metrics.observe_search
@@ -223,18 +226,19 @@ async def main_async(args: argparse.Namespace) -> int:
         prepare_workspace(root, f"telegram-{USER_ID}", gen, files=100 if args.quick else 300)
         cases = [
             # metering off first and on between two more cases: the first case of a process is the slowest
-            ("keyword-only, no tool call, metrics off", False, False, "off"),
-            ("keyword-only, no tool call, limits on", False, False, "limits"),
-            ("keyword-only, no tool call", False, False, "on"),
-            ("keyword-only, 1 memory_search per turn, metrics off", False, True, "off"),
-            ("keyword-only, 1 memory_search per turn", False, True, "on"),
-            ("hybrid HashEmbedding(512), no tool call", True, False, "on"),
-            ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on"),
+            ("keyword-only, no tool call, metrics off", False, False, "off", True),
+            ("keyword-only, no tool call, limits on", False, False, "limits", True),
+            ("keyword-only, no tool call", False, False, "on", True),
+            ("keyword-only, 1 memory_search per turn, metrics off", False, True, "off", True),
+            ("keyword-only, 1 memory_search per turn", False, True, "on", True),
+            ("hybrid HashEmbedding(512), no tool call, auto-recall off", True, False, "on", False),
+            ("hybrid HashEmbedding(512), no tool call", True, False, "on", True),
+            ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on", True),
         ]
-        for name, hybrid, with_search, metering in cases:
+        for name, hybrid, with_search, metering, recall in cases:
             print(f"\n== {name}", flush=True)
             await run_case(root, name, hybrid=hybrid, with_search=with_search, turns=turns, warmup=warmup,
-                           gen=gen, queries=queries, report=report, metering=metering)
+                           gen=gen, queries=queries, report=report, metering=metering, recall=recall)
         report.add("process", "peak RSS", peak_rss_mb(), "MiB")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
