@@ -45,6 +45,8 @@ WINDOW_CANDIDATES = 200
 #: Nearest entries fetched per candidate chunk wanted: a chunk's best entries often lie close
 #: together, so more entries than chunks are needed to reach ``candidates`` chunks.
 ENTRIES_PER_CANDIDATE = 2
+#: How many of a chunk's best entries the update rule compares with another chunk's.
+UPDATE_ENTRIES = 3
 
 
 @dataclass
@@ -130,11 +132,15 @@ class Retriever:
 
     def _promote_updates(self, ranked: list[tuple[str, SearchResult]], found: _Candidates) -> None:
         """See :mod:`.updates`: the newer note about the same thing takes the older one's place;
-        two chunks are compared by the entries that matched the question best."""
-        best = {cid: found.scored[cid][0].row for cid, _ in ranked[:DEPTH] if found.scored.get(cid)}
-        by_entry = self._entry_vectors(list(best.values()), {row.id: found.chunks[row.chunk_id].scope for row in best.values()})
+        two chunks are compared by the entries that matched the question best (their closest pair
+        among each one's :data:`UPDATE_ENTRIES` best: the update may not be a chunk's very best)."""
+        best = {cid: [entry.row for entry in found.scored[cid][:UPDATE_ENTRIES]]
+                for cid, _ in ranked[:DEPTH] if found.scored.get(cid)}
+        rows = [row for mine in best.values() for row in mine]
+        by_entry = self._entry_vectors(rows, {row.id: found.chunks[row.chunk_id].scope for row in rows})
         top = [(cid, r) for cid, r in ranked[:DEPTH] if cid in best]
-        vectors = {cid: by_entry[best[cid].id] for cid, _ in top if best[cid].id in by_entry}
+        vectors = {cid: np.vstack(held) for cid, _ in top
+                   if (held := [by_entry[row.id] for row in best[cid] if row.id in by_entry])}
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         dated = [(cid, scoring.file_date(found.chunks[cid].scope, found.chunks[cid].path), r) for cid, r in top]
         promote_updates(dated, vectors, floor)

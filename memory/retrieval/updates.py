@@ -34,13 +34,14 @@ def promote_updates(
 ) -> None:
     """Raise, in place, each newer note about the same thing as a better-ranked older one.
 
-    ``ranked`` holds (chunk id, the note's date, result), best first; ``vectors`` the chunks'
-    unit vectors by id (a chunk without one takes no part). Older notes are taken first, so a
+    ``ranked`` holds (chunk id, the note's date, result), best first; ``vectors`` each chunk's unit
+    vectors by id, one or a few rows (its best entries; two chunks are as similar as their closest
+    pair of rows), a chunk without any takes no part. Older notes are taken first, so a
     fact updated twice ends with its newest version on top.
     """
     dated = [(cid, day, result) for cid, day, result in ranked[:DEPTH] if day is not None and cid in vectors]
     for cid, day, older in sorted(dated, key=lambda item: item[1]):
-        newer = [(float(np.dot(vectors[cid], vectors[other])), result)
+        newer = [(float(np.max(np.atleast_2d(vectors[cid]) @ np.atleast_2d(vectors[other]).T)), result)
                  for other, other_day, result in dated if other_day > day and result.scope == older.scope]
         same = [(similarity, result) for similarity, result in newer if _rescaled(similarity, floor) >= SAME_FACT]
         if not same:
