@@ -21,6 +21,7 @@ from support.browser import (
     shot,
     text_in,
     visible,
+    wait,
 )
 from support.console_data import days_ago
 
@@ -83,9 +84,9 @@ def test_a_search_in_either_language_marks_the_note_and_keeps_its_address(
         browser.back()  # the previous search
         text_in(browser, "search-status", "for “birthday”")
         assert _cards(browser) == english
-        browser.back()  # the search page as the tab opened it, empty
-        visible(browser, "#search-q")
-        assert browser.find_element(By.ID, "search-q").get_attribute("value") == "" and _cards(browser) == []
+        browser.back()  # the search page as the tab opened it, empty (wait for the view to redraw)
+        wait(browser, lambda driver: driver.find_element(By.ID, "search-q").get_attribute("value") == ""
+             and not _cards(driver))
         browser.back()  # and the overview before it
         text_in(browser, "scope-title", f"Scope {SCOPE}")
         assert browser.find_element(By.ID, "pane-overview").is_displayed()
