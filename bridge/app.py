@@ -23,6 +23,7 @@ from .scopes import terminal_scope
 if TYPE_CHECKING:
     from memory import (
         ConversationStore,
+        Database,
         DeepDream,
         DreamResult,
         ForgetElsewhere,
@@ -89,25 +90,29 @@ class Services:
         embedder = MeteredEmbedder(configured) if configured is not None else None
         manager = MemoryManager(self.workspace, self.config.memory, embedder=embedder)
         if pending_forget_jobs(manager):
-            Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager), self.forget_elsewhere).resume()
+            Forgetter(manager, ConversationStore(manager.db), MemoryFile(manager), self._elsewhere(manager.db)).resume()
         return manager
 
-    @cached_property
-    def forget_elsewhere(self) -> list[ForgetElsewhere]:
-        """What a forget in this workspace must reach outside it: the Redis stream of the cluster
-        shard whose workspace this is (``bridge.cluster.scrub``); nothing for a single process."""
-        if not self.config.cluster.redis_url:
-            return []
-        from .cluster.scrub import StreamForgetter, shard_of_workspace
+    def _elsewhere(self, db: Database) -> list[ForgetElsewhere]:
+        """What a forget or erase in this workspace must reach beyond the memory package: the usage
+        book in ``db`` (an erase takes the scope's rows), and the Redis stream of the cluster shard
+        whose workspace this is (``bridge.cluster.scrub``)."""
+        from .usage import UsageBook
 
-        shard = shard_of_workspace(self.config)
-        return [] if shard is None else [StreamForgetter(self.config, shard)]
+        reach: list[ForgetElsewhere] = [UsageBook(db).forget]
+        if self.config.cluster.redis_url:
+            from .cluster.scrub import StreamForgetter, shard_of_workspace
+
+            shard = shard_of_workspace(self.config)
+            if shard is not None:
+                reach.append(StreamForgetter(self.config, shard))
+        return reach
 
     @cached_property
     def forgetter(self) -> Forgetter:
         from memory import Forgetter
 
-        return Forgetter(self.memory, self.conversations, self.dreamer.memory_file, self.forget_elsewhere)
+        return Forgetter(self.memory, self.conversations, self.dreamer.memory_file, self._elsewhere(self.memory.db))
 
     @cached_property
     def knowledge(self) -> KnowledgeService:

@@ -13,7 +13,7 @@ readers are here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 
@@ -132,6 +132,14 @@ class UsageBook:
         """Model request latencies (ms) of the turns since ``since``, in order."""
         rows = self.db.query("SELECT request_ms FROM usage_turns WHERE at >= ? AND request_ms != ''", (since,))
         return sorted(float(ms) for row in rows for ms in str(row[0]).split())
+
+    def forget(self, scope: str, matches: Callable[[str], bool] | None) -> None:
+        """A forget's or erase's reach into the book (``memory.ForgetElsewhere``): the book holds no
+        text, so a forget leaves it; an erase (``matches`` None) takes every row of the scope."""
+        if matches is None:
+            with self.db.transaction() as conn:
+                conn.execute("DELETE FROM usage_turns WHERE scope = ?", (scope,))
+                conn.execute("DELETE FROM usage_daily WHERE scope = ?", (scope,))
 
     def prune(self, before: float) -> int:
         """Drop rows older than ``before``, and the days before its day (the nightly pass; the book

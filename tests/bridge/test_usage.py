@@ -74,3 +74,23 @@ async def test_usage_in_chat_shows_a_person_their_own_and_an_admin_the_top_spend
     [*_, admin] = await telegram.wait_sent(3)
     assert admin["text"].replace("\\", "").endswith(f"Top today:\n\n1. telegram-501: {spend}")  # a Markdown list
     assert len(llm.requests) == 1
+
+
+def test_erasing_a_scope_takes_its_usage_rows_and_a_forget_leaves_them(config_file, capsys) -> None:
+    config = config_file()
+    workspace = config.parent / "ws"
+    db, book = _book(workspace)
+    book.record(TurnRecord(NOON, "telegram-1", "telegram", "answered", 100, 20))
+    book.record(TurnRecord(NOON, "telegram-2", "telegram", "answered", 7, 1))
+    db.close()
+    daily = workspace / "scopes" / "telegram-1" / "memory" / f"{TODAY.isoformat()}.md"
+    daily.parent.mkdir(parents=True)
+    daily.write_text("- the spare key is under the mat\n- likes green tea\n", encoding="utf-8")
+    assert main(["--config", str(config), "memory", "forget", "spare key", "--scope", "telegram-1"]) == 0
+    capsys.readouterr()
+    assert main(["--config", str(config), "usage", "--json"]) == 0
+    assert {row["scope"] for row in json.loads(capsys.readouterr().out)} == {"telegram-1", "telegram-2"}
+    assert main(["--config", str(config), "memory", "erase", "--scope", "telegram-1", "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["--config", str(config), "usage", "--json"]) == 0
+    assert [row["scope"] for row in json.loads(capsys.readouterr().out)] == ["telegram-2"]
