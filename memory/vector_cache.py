@@ -111,9 +111,10 @@ class ScopeBlock:
         if len(self._ids) > _MIN_CAPACITY and len(self._row) < len(self._ids) // 2:
             self._compact()
 
-    def vector(self, cid: str) -> np.ndarray | None:
-        row = self._row.get(cid)
-        return None if row is None else self._matrix[row]
+    def rows(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The ids of ``ids`` held here and a copy of their rows, in one indexed read."""
+        found = [(cid, row) for cid in ids if (row := self._row.get(cid)) is not None]
+        return [cid for cid, _ in found], self._matrix[[row for _, row in found]]
 
     def snapshot(self) -> _Snapshot:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
@@ -191,11 +192,14 @@ class VectorCache:
         """
         return self._block(scope, generation, None) is not None
 
-    def vector(self, scope: str, cid: str) -> np.ndarray | None:
-        """A loaded chunk's vector (for scoring keyword-only hits without a SQLite read)."""
+    def vectors(self, scope: str, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The loaded vectors of ``ids`` in ``scope`` (for scoring a candidate's every entry without
+        a SQLite read): the ids found, and their rows as one matrix (a copy), read under one lock."""
         with self._lock:
             block = self._blocks.get(scope)
-            return None if block is None else block.vector(cid)
+            if block is None:
+                return [], np.zeros((0, 0), dtype=np.float32)
+            return block.rows(ids)
 
     def apply(
         self,

@@ -224,9 +224,11 @@ class Retriever:
         if not missing:
             return
         scopes = {row.id: found.chunks[row.chunk_id].scope for row in missing}
-        for eid, vector in self._entry_vectors(missing, scopes, from_ram=from_ram).items():
-            if vector.shape == query_vector.shape:
-                found.cosines[eid] = float(np.dot(query_vector, vector))
+        vectors = {eid: v for eid, v in self._entry_vectors(missing, scopes, from_ram=from_ram).items()
+                   if v.shape == query_vector.shape}
+        if vectors:
+            ids = list(vectors)
+            found.cosines.update(zip(ids, (np.vstack([vectors[eid] for eid in ids]) @ query_vector).tolist(), strict=True))
 
     def _entry_vectors(self, rows: Sequence[EntryRow], scopes: dict[str, str], *, from_ram: bool = True) -> dict[str, np.ndarray]:
         """The current model's vectors of entries by id: from RAM where loaded, else from the
@@ -234,10 +236,12 @@ class Retriever:
         assert self.embedder is not None
         vectors: dict[str, np.ndarray] = {}
         if from_ram and self.vector_cache is not None:
+            by_scope: dict[str, list[str]] = {}
             for row in rows:
-                vector = self.vector_cache.vector(scopes[row.id], row.id)
-                if vector is not None:
-                    vectors[row.id] = vector
+                by_scope.setdefault(scopes[row.id], []).append(row.id)
+            for scope, ids in by_scope.items():
+                held, matrix = self.vector_cache.vectors(scope, ids)
+                vectors.update(zip(held, matrix, strict=True))
         by_hash: dict[str, list[str]] = {}
         for row in rows:
             if row.id not in vectors:

@@ -81,7 +81,18 @@ def test_a_rewritten_vector_replaces_the_old_one() -> None:
     block = ScopeBlock(1, ["x"], vectors[:1], DIM)
     block.upsert(["x"], vectors[1:2])
     assert len(block) == 1
-    np.testing.assert_array_equal(block.vector("x"), vectors[1])
+    np.testing.assert_array_equal(block.rows(["x"])[1][0], vectors[1])
+
+
+def test_rows_are_read_in_one_go_and_a_copy() -> None:
+    vectors = unit_vectors(3)
+    block = ScopeBlock(1, ["a", "b", "c"], vectors, DIM)
+    block.remove(["b"])
+    found, matrix = block.rows(["c", "b", "gone", "a"])
+    assert found == ["c", "a"]
+    np.testing.assert_array_equal(matrix, vectors[[2, 0]])
+    matrix[0] = 0.0  # the caller's copy: the block keeps its row
+    np.testing.assert_array_equal(block.rows(["c"])[1][0], vectors[2])
 
 
 def test_blocks_grow_and_compact_without_losing_rows() -> None:
@@ -95,8 +106,8 @@ def test_blocks_grow_and_compact_without_losing_rows() -> None:
     snapshot = block.snapshot()
     assert snapshot.matrix.shape[0] == 100 and snapshot.alive is None  # compacted: no dead rows
     for cid in ids[300:]:
-        np.testing.assert_array_equal(block.vector(cid), vectors[int(cid[1:])])
-    assert block.vector("c5") is None
+        np.testing.assert_array_equal(block.rows([cid])[1][0], vectors[int(cid[1:])])
+    assert block.rows(["c5"])[0] == []
 
 
 def test_removed_rows_never_come_back_from_search() -> None:
@@ -346,4 +357,4 @@ def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
     want = sorted(((cid, float(v @ query)) for cid, v in truth.items()), key=lambda hit: -hit[1])[:10]
     assert [cid for cid, _ in got] == [cid for cid, _ in want]
     for cid, vector in truth.items():
-        np.testing.assert_array_equal(block.vector(cid), vector)
+        np.testing.assert_array_equal(block.rows([cid])[1][0], vector)
