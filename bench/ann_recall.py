@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 from common import make_queries
 
-from memory.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding
-from memory.vectors import ALL_PARTITIONS, REFINE
+from memory.vectors.backend import ALL_PARTITIONS, REFINE
+from memory.vectors.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding
 
 LIMIT = 32
 

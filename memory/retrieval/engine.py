@@ -19,21 +19,21 @@ from datetime import date
 
 import numpy as np
 
-from ..chunker import embedding_text
 from ..config import MemorySettings
-from ..embed_cache import EmbeddingCache
-from ..embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
-from ..entries import EntryRow
-from ..keyword_index import KeywordIndex
-from ..rerank import Reranker, reranked_order
-from ..scopes import DAILY_DIR, KNOWLEDGE_SCOPE
-from ..storage import IndexStorage, StoredChunk
-from ..vector_cache import VectorCache
-from ..vectors import VectorBackend
+from ..files.scopes import DAILY_DIR, KNOWLEDGE_SCOPE
+from ..index.chunker import embedding_text
+from ..index.entries import EntryRow
+from ..index.keyword_index import KeywordIndex
+from ..index.storage import IndexStorage, StoredChunk
+from ..vectors.backend import VectorBackend
+from ..vectors.embed_cache import EmbeddingCache
+from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .matches import EntryScore, add_matches
 from .passages import assemble
 from .querytext import coverage, keyword_text, query_terms
+from .rerank import Reranker, reranked_order
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
 from .updates import DEPTH, promote_updates

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 
-from ..chunker import embedding_text
+from ..index.chunker import embedding_text
 
 #: What a person is shown of one result by default: enough for two or three notes.
 SHOWN_CHARS = 600

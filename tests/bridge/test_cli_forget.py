@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from memory.forgetting import SCHEMA as FORGET_SCHEMA
+from memory.privacy.forgetting import SCHEMA as FORGET_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "Quaffelbrink"

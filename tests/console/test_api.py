@@ -26,8 +26,8 @@ from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
 from memory import Turn
-from memory.knowledge import KnowledgeService
-from memory.memory_file import unified_diff
+from memory.files.memory_file import unified_diff
+from memory.knowledge.knowledge import KnowledgeService
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = {"Authorization": "Bearer read-tok"}

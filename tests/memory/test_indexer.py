@@ -13,8 +13,9 @@ from datetime import datetime
 import pytest
 from support.files import write
 
-from memory import EmbeddingError, HashEmbedding, MemoryManager, scan
-from memory.indexer import Indexer
+from memory import EmbeddingError, HashEmbedding, MemoryManager
+from memory.index import scan
+from memory.index.indexer import Indexer
 
 
 def paths(results: list) -> list[tuple[str, int]]:

@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from memory.database import Database
-from memory.locks import WorkspaceLock
+from memory.files.locks import WorkspaceLock
+from memory.index.database import Database
 
 
 def _schedstat(fd: int) -> tuple[float, float]:

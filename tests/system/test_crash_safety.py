@@ -91,7 +91,7 @@ import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from memory import Database, Turn
-from memory.conversations import ConversationStore
+from memory.conversations.conversations import ConversationStore
 store = ConversationStore(Database(Path(sys.argv[1])))
 store.ensure_session("s", "alice")
 n = int(sys.argv[2])
@@ -106,7 +106,7 @@ while True:
 async def test_killed_appends_lose_no_committed_message_and_duplicate_none(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     from memory import Database
-    from memory.conversations import ConversationStore
+    from memory.conversations.conversations import ConversationStore
 
     committed: list[tuple[int, int]] = []
     for _ in range(5):

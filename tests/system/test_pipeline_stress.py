@@ -49,7 +49,7 @@ from bridge.app import Services
 from bridge.config import load_config
 from bridge.runtime import Bridge, build_plugins
 from channels import IncomingMessage
-from memory.memory_file import MemoryFile
+from memory.files.memory_file import MemoryFile
 
 SEED = int(os.environ.get("STRESS_SEED", "20261204"))
 TURNS_PER_CHAT = 20

@@ -30,7 +30,7 @@ from support.tcp_proxy import TcpProxy
 
 from bridge.media.notes import SUMMARIZE
 from bridge.worker import SUMMARY_PROMPT
-from memory.dream import DREAM_PROMPT
+from memory.consolidation.dream import DREAM_PROMPT
 
 MINUTES = float(os.environ.get("MEMBRIDGE_STRESS_MINUTES", "0"))
 pytestmark = [pytest.mark.stress, pytest.mark.skipif(not MINUTES, reason="set MEMBRIDGE_STRESS_MINUTES (scripts/stress)")]

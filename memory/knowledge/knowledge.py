@@ -20,7 +20,10 @@ from datetime import datetime
 from itertools import groupby
 from pathlib import Path
 
-from .files import append_text, atomic_write, fsync_dir, read_text
+from ..files.files import append_text, atomic_write, fsync_dir, read_text
+from ..files.locks import WriteGuard, check_guard
+from ..files.scopes import KNOWLEDGE_DIR, KNOWLEDGE_SCOPE
+from ..manager import MemoryManager
 from .knowledge_markdown import link_targets, markdown_target, page_title, wiki_target
 from .knowledge_names import (
     INDEX_FILE,
@@ -35,9 +38,6 @@ from .knowledge_names import (
     parse_page,
     part_problem,
 )
-from .locks import WriteGuard, check_guard
-from .manager import MemoryManager
-from .scopes import KNOWLEDGE_DIR, KNOWLEDGE_SCOPE
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..manager import MemoryManager
 from .files import atomic_write
 from .line_removal import Matcher, matching_lines, without_lines
-from .manager import MemoryManager
 from .scopes import MEMORY_FILE
 
 SCHEMA = """

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import is_uri
+from ..config import is_uri
 
 log = logging.getLogger(__name__)
 

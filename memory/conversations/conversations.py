@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..index.database import Database
 from .conversation_forgetting import ConversationForgetting
 from .conversation_retention import ConversationRetention
 from .conversation_rows import SESSION_COLUMNS, Session, chat_of, last_seq, session_id, stored_turn
-from .database import Database
 from .flush_jobs import DAILY_REASON, FlushJob, FlushJobs
 from .turns import Turn, encode_meta, has_turn_columns, is_visible_turn, migrate_v1_rows
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .scopes import DAILY_DIR, MEDIA_DIR, MEMORY_FILE
+from ..files.scopes import DAILY_DIR, MEDIA_DIR, MEMORY_FILE
 
 FORMAT = "membridge-memory-export"
 #: 4: kept media under ``media/``; 3: a message is a turn (``text``, ``meta``); 2: a version line names its file (``path``); 1 held

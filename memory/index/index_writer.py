@@ -21,9 +21,9 @@ from .storage import Removed
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..manager import MemoryManager
+    from ..vectors.backend import VectorRow
     from .indexer import SyncReport
-    from .manager import MemoryManager
-    from .vectors import VectorRow
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class IndexWriter:
         backend.delete_ids(removed_ids)
         # nothing embedded or taken from the cache: no entry can be waiting (skips a table scan)
         pending = storage.vector_targets(embedder.model_id) if vectors else []
-        from .vectors import VectorRow
+        from ..vectors.backend import VectorRow
 
         ready = [VectorRow(cid, scope, path, vectors[h]) for cid, scope, path, h in pending if h in vectors]
         for start in range(0, len(ready), VECTOR_WRITE_BATCH):

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chunker import EMBEDDING_TEXT_RULE
-from .config import EmbeddingSettings
+from ..config import EmbeddingSettings
+from ..index.chunker import EMBEDDING_TEXT_RULE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -266,7 +266,7 @@ class HashEmbedding(EmbeddingProvider):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        from .keyword import segment
+        from ..index.keyword import segment
 
         if len(texts) > self.max_batch:
             raise EmbeddingError(f"batch of {len(texts)} exceeds {self.max_batch}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .scopes import KNOWLEDGE_DIR
+from ..files.scopes import KNOWLEDGE_DIR
 
 #: The knowledge base's own files, at the top of ``knowledge/``: no page may take their names.
 INDEX_FILE = "index.md"

@@ -32,6 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from ..conversations.conversations import ConversationStore
+from ..conversations.scope_conversations import ScopeConversations
+from ..files.files import atomic_file, fsync_dir, make_folders
+from ..files.memory_file import MemoryFile
+from ..files.scopes import MEMORY_FILE, validate_scope
+from ..index.scan import ProgressCallback
+from ..manager import MemoryManager
 from .archive import (
     FORMAT,
     FORMAT_VERSION,
@@ -45,14 +52,7 @@ from .archive import (
     json_line,
     version_member,
 )
-from .conversations import ConversationStore
-from .files import atomic_file, fsync_dir, make_folders
 from .holdings import PERSON_KINDS, import_leftovers, import_staging_prefix, kind_of, scope_files
-from .manager import MemoryManager
-from .memory_file import MemoryFile
-from .scan import ProgressCallback
-from .scope_conversations import ScopeConversations
-from .scopes import MEMORY_FILE, validate_scope
 
 #: A chat's export left unsent this long (the process died mid-send) is deleted by the next one.
 OUTBOX_MAX_AGE_S = 3600.0

@@ -23,17 +23,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .embedding import EmbeddingError
+from ..files.scopes import KNOWLEDGE_SCOPE, validate_scope
+from ..vectors.embedding import EmbeddingError
 from .entries import chunk_entries
 from .index_writer import IndexWriter
 from .scan import DiskScanner, ProgressCallback, SyncPlan
-from .scopes import KNOWLEDGE_SCOPE, validate_scope
 from .storage import FileRecord
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .manager import MemoryManager
+    from ..manager import MemoryManager
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from .database import Database
+from ..index.database import Database
 from .turns import SCHEDULED_PREFIX, Turn, is_scheduled
 
 

@@ -15,8 +15,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+from ..index.database import Database
 from .conversation_rows import SESSION_COLUMNS, Session, last_seq, session_row
-from .database import Database
 
 DAILY_REASON = "daily"
 RETRY_BASE_S = 30.0  # the wait after a job's first failed attempt; it doubles with each one after

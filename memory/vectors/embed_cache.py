@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .database import Database, rows_in
+from ..index.database import Database, rows_in
 
 if TYPE_CHECKING:  # imported by the methods that read or write vectors: the rest of the index never needs it
     import numpy as np

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import MemorySettings
+from ..files.files import read_text
+from ..files.scopes import DAILY_DIR, DREAMS_DIR, KNOWLEDGE_SCOPE, MEMORY_FILE, Workspace
 from .chunker import Chunk, chunk_text, text_hash
-from .config import MemorySettings
-from .files import read_text
-from .scopes import DAILY_DIR, DREAMS_DIR, KNOWLEDGE_SCOPE, MEMORY_FILE, Workspace
 from .storage import FileRecord
 
 ProgressCallback = Callable[[str, int, int], None]

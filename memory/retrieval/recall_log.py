@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .database import Database
+from ..index.database import Database
 
 KEEP_PER_SESSION = 50
 _FIELDS = ("path", "start_line", "end_line", "date", "relevance", "why")

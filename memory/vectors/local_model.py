@@ -27,7 +27,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from .files import atomic_write
+from ..files.files import atomic_write
 
 log = logging.getLogger(__name__)
 

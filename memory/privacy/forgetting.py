@@ -28,14 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
-from .conversations import ConversationStore
-from .files import fsync_dir, read_text
+from ..conversations.conversations import ConversationStore
+from ..conversations.scope_conversations import ScopeConversations
+from ..files.files import fsync_dir, read_text
+from ..files.line_removal import Matcher, NothingToForget, matching_lines, rewrite_without, text_matcher
+from ..files.memory_file import MemoryFile
+from ..files.scopes import validate_scope
+from ..manager import MemoryManager
 from .holdings import LINE_KINDS, ScopeFile, delete_scope_files, file_day, import_leftovers, scope_files
-from .line_removal import Matcher, NothingToForget, matching_lines, rewrite_without, text_matcher
-from .manager import MemoryManager
-from .memory_file import MemoryFile
-from .scope_conversations import ScopeConversations
-from .scopes import validate_scope
 
 log = logging.getLogger(__name__)
 

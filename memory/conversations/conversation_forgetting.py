@@ -7,9 +7,9 @@ error loses the matching lines, by :mod:`memory.line_removal`'s rule.
 
 from __future__ import annotations
 
+from ..files.line_removal import Matcher, matching_lines, without_lines
+from ..index.database import Database
 from .conversation_rows import stored_turn
-from .database import Database
-from .line_removal import Matcher, matching_lines, without_lines
 from .turns import searchable_text
 
 

@@ -17,13 +17,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 
-from .chunker import SECTION_TITLES
-from .conversations import ConversationStore
-from .files import append_text
-from .flush_jobs import DAILY_REASON, FlushJob
-from .manager import MemoryManager
+from ..conversations.conversations import ConversationStore
+from ..conversations.flush_jobs import DAILY_REASON, FlushJob
+from ..conversations.turns import Turn, is_scheduled
+from ..files.files import append_text
+from ..index.chunker import SECTION_TITLES
+from ..manager import MemoryManager
 from .offload import Offload
-from .turns import Turn, is_scheduled
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from .config import DreamSettings
-from .files import append_text
-from .manager import MemoryManager
-from .memory_file import MemoryChanged, MemoryFile, count_entries, unified_diff
+from ..config import DreamSettings
+from ..files.files import append_text
+from ..files.memory_file import MemoryChanged, MemoryFile, count_entries, unified_diff
+from ..manager import MemoryManager
 from .offload import Offload
 
 log = logging.getLogger(__name__)

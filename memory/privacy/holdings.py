@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from .files import fsync_dir
-from .scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, Workspace, dated_file_date, validate_scope
+from ..files.files import fsync_dir
+from ..files.scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, Workspace, dated_file_date, validate_scope
 
 #: The kinds of file a scope holds, in the order a count shows them.
 KINDS = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "stray_files", "import_leftovers")

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterator
 from urllib.parse import unquote
 
+from ..files.scopes import KNOWLEDGE_DIR
 from .knowledge_names import PAGE_SUFFIX, KnowledgeError, page_path, parse_page
-from .scopes import KNOWLEDGE_DIR
 
 _HEADING_RE = re.compile(r"^ {0,3}# +(.*?)(?:\s+#+)?\s*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

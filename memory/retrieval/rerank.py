@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import urlsplit
 
-from .config import RerankSettings
+from ..config import RerankSettings
 
 if TYPE_CHECKING:
     import httpx
