@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     )
     from .index.chunker import Chunk, chunk_text
     from .index.database import Database
-    from .index.indexer import SyncReport
     from .index.keyword import count_cjk
+    from .index.report import SyncReport
     from .knowledge.knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
     from .knowledge.knowledge_names import KnowledgeError
     from .manager import IndexCheck, MemoryManager
@@ -102,7 +102,7 @@ _HOMES = {
     "unified_diff": "files.memory_file",
     "versioned_file": "files.memory_file",
     "MemoryPathError": "files.scopes",
-    "SyncReport": "index.indexer",
+    "SyncReport": "index.report",
     "Portability": "privacy.portability",
     "PortabilityError": "privacy.portability",
     "TransferReport": "privacy.portability",

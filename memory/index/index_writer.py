@@ -6,7 +6,7 @@ exact search (:mod:`.vector_cache`, kept at each scope's generation). The order 
 recoverable: SQLite is written first, a vector is marked embedded only after the backend holds it
 (so a crash in between re-writes it: an upsert by id, no duplicates), and vectors whose entry is
 gone are dropped as orphans. :class:`IndexWriter` knows how to write; the
-:class:`~memory.indexer.Indexer` decides when, and holds the workspace lock around every call.
+:class:`~.indexer.Indexer` decides when, and holds the workspace lock around every call.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from .storage import Removed
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..manager import MemoryManager
     from ..vectors.backend import VectorRow
-    from .indexer import SyncReport
+    from .parts import IndexParts
+    from .report import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,10 @@ VECTOR_WRITE_BATCH = 10_000
 
 
 class IndexWriter:
-    """Writes for one manager's index; the caller holds the workspace lock."""
+    """Writes for one workspace's index; the caller holds the workspace lock."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self._manager = manager
+    def __init__(self, parts: IndexParts) -> None:
+        self._parts = parts
 
     def write(
         self,
@@ -46,7 +46,7 @@ class IndexWriter:
     ) -> None:
         """Pass 3 of a sync: the plan's files and the ``vectors`` of their texts (by hash), into
         SQLite first, then the vector backend, then the entries marked embedded."""
-        storage = self._manager.storage
+        storage = self._parts.storage
         removed: dict[str, Removed] = {}
         with storage.write() as conn:
             for scope, path in plan.removed:
@@ -58,14 +58,14 @@ class IndexWriter:
                     progress("write", done, len(plan.changed))
             for record in plan.touched:
                 storage.touch_file(conn, record)
-            generations = self._manager.embed_cache.bump_generations(conn, removed)
+            generations = self._parts.embed_cache.bump_generations(conn, removed)
         removed_ids = [eid for gone in removed.values() for eid in gone.entries]
         report.files_changed = len(plan.changed)
         report.files_removed = len(plan.removed)
         report.chunks_removed = sum(len(gone.chunks) for gone in removed.values())
         if progress:
             progress("write", len(plan.changed), len(plan.changed))
-        backend, embedder = self._manager.vectors, self._manager.embedder
+        backend, embedder = self._parts.vectors, self._parts.embedder
         if backend is None or embedder is None:
             return
         for scope, generation in generations.items():
@@ -89,15 +89,15 @@ class IndexWriter:
         A crash between the two leaves the entries unmarked, so the next sync writes them again
         (an upsert by id: no duplicates). Batches bound the memory a 100k-chunk sync needs.
         """
-        manager = self._manager
-        assert manager.vectors is not None and manager.embedder is not None
-        manager.vectors.upsert(rows)
+        parts = self._parts
+        assert parts.vectors is not None and parts.embedder is not None
+        parts.vectors.upsert(rows)
         by_scope: dict[str, list[VectorRow]] = {}
         for row in rows:
             by_scope.setdefault(row.scope, []).append(row)
-        with manager.db.transaction() as conn:
-            manager.storage.mark_embedded(conn, [row.id for row in rows], manager.embedder.model_id)
-            generations = manager.embed_cache.bump_generations(conn, by_scope)
+        with parts.db.transaction() as conn:
+            parts.storage.mark_embedded(conn, [row.id for row in rows], parts.embedder.model_id)
+            generations = parts.embed_cache.bump_generations(conn, by_scope)
         import numpy as np
 
         for scope, generation in generations.items():
@@ -107,30 +107,30 @@ class IndexWriter:
 
     def _cache_apply(self, scope: str, generation: int, **change: object) -> None:
         """Keep the RAM vector cache (when there is one) at the index's new generation of ``scope``."""
-        cache = self._manager.vector_cache
+        cache = self._parts.vector_cache
         if cache is not None:
             cache.apply(scope, generation, **change)  # type: ignore[arg-type]
 
     def _drop_orphans(self) -> None:
         """Vectors whose entry is gone from SQLite (a crash between the two writes) are removed."""
-        manager = self._manager
-        assert manager.vectors is not None and manager.embedder is not None
+        parts = self._parts
+        assert parts.vectors is not None and parts.embedder is not None
         embedded = int(
-            manager.db.query("SELECT count(*) FROM entries WHERE vec_model = ?", (manager.embedder.model_id,))[0][0]
+            parts.db.query("SELECT count(*) FROM entries WHERE vec_model = ?", (parts.embedder.model_id,))[0][0]
         )
-        if manager.vectors.count() == embedded:
+        if parts.vectors.count() == embedded:
             return
-        orphans = manager.vectors.ids() - manager.storage.all_entry_ids()
+        orphans = parts.vectors.ids() - parts.storage.all_entry_ids()
         if orphans:
             log.info("removing %d orphaned vectors", len(orphans))
-            manager.vectors.delete_ids(sorted(orphans))
+            parts.vectors.delete_ids(sorted(orphans))
 
     def remove(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
         """Take ``paths`` of ``scope`` out of every store: chunks, keyword rows, entries, vectors (in
         the backend and in RAM); returns the text hashes of the chunks and entries removed (what the
         embedding cache may hold of them). ``erase`` also drops the scope's own vectors that SQLite
         does not know of and its generation row."""
-        manager, storage, embed_cache = self._manager, self._manager.storage, self._manager.embed_cache
+        parts, storage, embed_cache = self._parts, self._parts.storage, self._parts.embed_cache
         hashes: list[str] = []
         with storage.write() as conn:
             removed = Removed()
@@ -143,8 +143,8 @@ class IndexWriter:
             if erase:
                 embed_cache.forget_generation(conn, scope)
         self._cache_apply(scope, generation, removed=removed.entries)
-        if manager.vectors is not None:
-            manager.vectors.delete_ids(removed.entries)
+        if parts.vectors is not None:
+            parts.vectors.delete_ids(removed.entries)
             if erase:
-                manager.vectors.delete_scope(scope)
+                parts.vectors.delete_scope(scope)
         return hashes

@@ -9,9 +9,9 @@ texts not yet embedded. The trigram (substring) index is filled after the sync b
 
 The :class:`Indexer` owns what only indexing needs: the disk scanner, which scopes are dirty, when
 each was last checked on disk, and the background threads. What searching shares with it (the
-database, the workspace lock, the embedder, the vector backend and its RAM cache) stays the
-:class:`~memory.manager.MemoryManager`'s, and is read through the manager at each use: a lock
-swapped after construction (a test does) is the one every pass takes.
+database, the workspace lock, the embedder, the vector backend and its RAM cache) stays its
+owner's (the manager's), read through :class:`~.parts.IndexParts` at each use: a lock swapped after
+construction (a test does) is the one every pass takes.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..files.scopes import KNOWLEDGE_SCOPE, validate_scope
 from ..vectors.embedding import EmbeddingError
 from .entries import chunk_entries
 from .index_writer import IndexWriter
+from .report import SyncReport
 from .scan import DiskScanner, ProgressCallback, SyncPlan
 from .storage import FileRecord
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..manager import MemoryManager
+    from .parts import IndexParts
 
 log = logging.getLogger(__name__)
 
@@ -44,35 +44,14 @@ _AUTO_SYNC_WAIT_S = 2.0  # how long a search waits for another writer before it 
 _INLINE_EMBED_TEXTS = 64
 
 
-@dataclass
-class SyncReport:
-    """What one sync did, for its caller to show (``membridge memory sync``) or check; a sync that
-    stopped says why in ``error`` instead of raising, so a search can go on with the old index."""
-
-    files_scanned: int = 0
-    files_changed: int = 0
-    files_removed: int = 0
-    chunks_written: int = 0
-    chunks_removed: int = 0
-    vectors_written: int = 0
-    embed_calls: int = 0
-    cache_hits: int = 0
-    error: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
 class Indexer:
-    """Sync, unindex and the background trigram fill for one manager's workspace. Thread-safe;
-    every write holds the manager's workspace lock."""
+    """Sync, unindex and the background trigram fill for one workspace. Thread-safe;
+    every write holds the workspace lock."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self._manager = manager
-        self.scanner = DiskScanner(manager.workspace, manager.settings)
-        self._writer = IndexWriter(manager)
+    def __init__(self, parts: IndexParts) -> None:
+        self._parts = parts
+        self.scanner = DiskScanner(parts.workspace, parts.settings)
+        self._writer = IndexWriter(parts)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_disk_check: dict[str, float] = {}
@@ -99,12 +78,12 @@ class Indexer:
             validate_scope(scope)
         started = time.perf_counter()
         report = SyncReport()
-        with self._manager.lock:
+        with self._parts.lock:
             needed, ahead = self._prepare(scope, report, progress)
         if ahead:
             self._embed(ahead, report, progress)
             if report.ok:
-                with self._manager.lock:
+                with self._parts.lock:
                     self._commit(scope, report, progress)
         self._finish(report, needed, ahead, started)
         return report
@@ -134,7 +113,7 @@ class Indexer:
         try:
             needed, ahead = self._prepare(scope, report, None)
         finally:
-            self._manager.lock.release()
+            self._parts.lock.release()
         if len(ahead) > _INLINE_EMBED_TEXTS:
             self._sync_in_background(scope, len(ahead))
             return
@@ -144,7 +123,7 @@ class Indexer:
                 try:
                     self._commit(scope, report, None)
                 finally:
-                    self._manager.lock.release()
+                    self._parts.lock.release()
         self._finish(report, needed, ahead, started)
         if not report.ok:
             log.warning("search proceeds on the old index: %s", report.error)
@@ -171,7 +150,7 @@ class Indexer:
 
     def _finish(self, report: SyncReport, needed: dict[str, str], ahead: dict[str, str], started: float) -> None:
         report.cache_hits = len(needed) - len(ahead)  # not the texts this sync embedded
-        if report.ok and self._manager.storage.trigram_queue():
+        if report.ok and self._parts.storage.trigram_queue():
             self._start_trigram_fill()
         report.seconds = time.perf_counter() - started
 
@@ -210,10 +189,10 @@ class Indexer:
         The embedding cache answers texts embedded before; the rest go out in batches of the
         provider's limit (see :meth:`_embed`).
         """
-        embedder = self._manager.embedder
+        embedder = self._parts.embedder
         if not texts or embedder is None:
             return {}
-        vectors = self._manager.embed_cache.cached_vectors(embedder.model_id, list(texts))
+        vectors = self._parts.embed_cache.cached_vectors(embedder.model_id, list(texts))
         report.cache_hits = len(vectors)
         embedded = self._embed({h: text for h, text in texts.items() if h not in vectors}, report, progress)
         return {} if embedded is None else {**vectors, **embedded}
@@ -222,7 +201,7 @@ class Indexer:
         """Embedded text by hash of every entry of the chunks the plan writes, and of the entries
         already indexed without a vector for the current model. An entry on the lines two chunks
         share, or a note written twice, is one text."""
-        embedder = self._manager.embedder
+        embedder = self._parts.embedder
         if embedder is None:
             return {}
         texts: dict[str, str] = {}
@@ -231,17 +210,17 @@ class Indexer:
                 for entry in chunk_entries(chunk):
                     texts.setdefault(entry.text_hash, entry.embedded_text)
         changed_paths = {(r.scope, r.path) for r, _ in plan.changed} | set(plan.removed)
-        for scope, path, entry in self._manager.storage.entries_needing_vectors(embedder.model_id):
+        for scope, path, entry in self._parts.storage.entries_needing_vectors(embedder.model_id):
             if (scope, path) not in changed_paths:
                 texts.setdefault(entry.text_hash, entry.embedded_text)
         return texts
 
     def _uncached(self, texts: dict[str, str]) -> dict[str, str]:
         """The texts the embedding cache has no vector for (for the current model)."""
-        embedder = self._manager.embedder
+        embedder = self._parts.embedder
         if not texts or embedder is None:
             return {}
-        cached = self._manager.embed_cache.cached_hashes(embedder.model_id, list(texts))
+        cached = self._parts.embed_cache.cached_hashes(embedder.model_id, list(texts))
         return {h: text for h, text in texts.items() if h not in cached}
 
     def _embed(self, texts: dict[str, str], report: SyncReport, progress: ProgressCallback | None) -> dict[str, np.ndarray] | None:
@@ -251,7 +230,7 @@ class Indexer:
         index, yet the next one only embeds what was not embedded yet. None (and
         ``report.error``) when the provider fails.
         """
-        manager, embedder = self._manager, self._manager.embedder
+        parts, embedder = self._parts, self._parts.embedder
         assert embedder is not None or not texts
         vectors: dict[str, np.ndarray] = {}
         # Similar lengths in one batch: a batch is padded to its longest text, so a mixed batch
@@ -261,14 +240,14 @@ class Indexer:
         try:
             for start in range(0, len(hashes), batch):
                 assert embedder is not None
-                if manager.closing.is_set():
+                if parts.closing.is_set():
                     report.error = "stopped: the memory index is closing (the next sync resumes from the cache)"
                     return None
                 part = hashes[start : start + batch]
                 embedded = dict(zip(part, embedder.embed([texts[h] for h in part]), strict=True))
                 report.embed_calls += 1
-                with manager.lock, manager.db.transaction() as conn:
-                    manager.embed_cache.store_vectors(conn, embedder.model_id, embedded)
+                with parts.lock, parts.db.transaction() as conn:
+                    parts.embed_cache.store_vectors(conn, embedder.model_id, embedded)
                 vectors.update(embedded)
                 if progress:
                     progress("embed", min(start + batch, len(hashes)), len(hashes))
@@ -281,7 +260,7 @@ class Indexer:
     def unindex(self, scope: str, paths: Iterable[str], *, erase: bool = False) -> list[str]:
         """Take ``paths`` of ``scope`` out of the index now, under the workspace lock (see
         :meth:`IndexWriter.remove`); the next sync indexes whatever is still on disk."""
-        with self._manager.lock:
+        with self._parts.lock:
             return self._writer.remove(scope, paths, erase=erase)
 
     # ======================================================= the trigram fill
@@ -291,11 +270,11 @@ class Indexer:
         A sync leaves that to a background thread (see :meth:`IndexStorage.fill_trigram`); a
         command that exits right after a sync calls this so that the index it leaves is whole.
         """
-        manager = self._manager
-        total, done = (manager.storage.trigram_queue() if progress else 0), 0
-        while not manager.closing.is_set():
-            with manager.lock:
-                added = manager.storage.fill_trigram()
+        parts = self._parts
+        total, done = (parts.storage.trigram_queue() if progress else 0), 0
+        while not parts.closing.is_set():
+            with parts.lock:
+                added = parts.storage.fill_trigram()
             if not added:
                 break
             done += added
@@ -305,7 +284,7 @@ class Indexer:
 
     def _start_trigram_fill(self) -> None:
         with self._workers_lock:
-            if self._filler is not None or self._manager.closing.is_set():
+            if self._filler is not None or self._parts.closing.is_set():
                 return
             self._filler = threading.Thread(target=self._fill_trigram_loop, name="membridge-trigram", daemon=True)
             self._filler.start()
@@ -313,10 +292,10 @@ class Indexer:
     def _fill_trigram_loop(self) -> None:
         """The background filler: one batch per lock hold, until the queue is empty or we close."""
         try:
-            while not self._manager.closing.is_set():
+            while not self._parts.closing.is_set():
                 self.finish_indexing()
                 with self._workers_lock:  # re-checked under the lock: a sync may have queued more
-                    if self._manager.storage.trigram_queue() == 0:
+                    if self._parts.storage.trigram_queue() == 0:
                         self._filler = None
                         return
         except Exception as exc:
@@ -327,7 +306,7 @@ class Indexer:
     # =========================================== a search's sync, its helpers
     def _try_lock(self, scope: str) -> bool:
         """The workspace lock for a search's sync, if another writer lets go of it within 2 s."""
-        if self._manager.lock.try_acquire(_AUTO_SYNC_WAIT_S):
+        if self._parts.lock.try_acquire(_AUTO_SYNC_WAIT_S):
             return True
         log.info("another writer holds the workspace; searching %s on the index as it is", scope)
         return False
@@ -335,7 +314,7 @@ class Indexer:
     def _sync_in_background(self, scope: str, texts: int) -> None:
         """One background sync at a time for the searches that found too much to embed inline."""
         with self._workers_lock:
-            if self._background_sync is not None or self._manager.closing.is_set():
+            if self._background_sync is not None or self._parts.closing.is_set():
                 return
             log.info("%s has %d new texts to embed: syncing in the background; searches use the index as it is",
                      scope, texts)
@@ -356,7 +335,7 @@ class Indexer:
 
     def _indexed_files(self, scopes: Sequence[str] | None) -> dict[tuple[str, str], FileRecord]:
         """The index's file records of ``scopes`` (every scope when None)."""
-        storage = self._manager.storage
+        storage = self._parts.storage
         if scopes is None:
             return storage.files()
         indexed: dict[tuple[str, str], FileRecord] = {}
@@ -369,7 +348,7 @@ class Indexer:
         return self.scanner.changed(disk, self._indexed_files(covered))
 
     def join_workers(self) -> None:
-        """Wait for the background trigram fill and sync, which the manager's ``closing`` stops; their
+        """Wait for the background trigram fill and sync, which the owner's ``closing`` stops; their
         work resumes at the next start (the trigram queue and the embedding cache are in the database)."""
         with self._workers_lock:
             workers = [thread for thread in (self._filler, self._background_sync) if thread is not None]
