@@ -34,7 +34,7 @@ from .media.photos import with_images
 from .messages import history, to_turn
 from .metering import Tally
 from .prompt import PromptBuilder, PromptContext
-from .scopes import scope_for
+from .scopes import TurnIdentity, scope_for
 from .tools import ToolBox, ToolContext
 
 if TYPE_CHECKING:
@@ -55,16 +55,6 @@ _FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've
 
 class TurnForgotten(Exception):
     """A forget deleted the message being answered: nothing more of its turn may be stored."""
-
-
-@dataclass(frozen=True)
-class TurnIdentity:
-    """Who a turn is for: its session (one per chat and scope), scope and permissions."""
-
-    session_id: str
-    scope: str
-    user: str
-    is_admin: bool
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from . import offload
 from .config import AppConfig
-from .scopes import terminal_scope
+from .scopes import terminal_scope, thread_scope_channels
 
 if TYPE_CHECKING:
     from memory import (
@@ -55,12 +55,6 @@ def local_user() -> str:
     except (KeyError, OSError):
         name = os.environ.get("USER", "") or "local"
     return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in name).strip("-.") or "local"
-
-
-def thread_scope_channels(config: AppConfig) -> frozenset[str]:
-    """The channels whose threads get a memory of their own (Slack's ``thread_scope``): the agent
-    and a cluster receiver must derive the same scope for the same message."""
-    return frozenset({"slack"} if config.channels.slack.thread_scope else ())
 
 
 class Services:

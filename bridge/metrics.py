@@ -17,14 +17,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .app import Services
+    from datetime import datetime
+
+    from memory import ConversationStore, MemoryManager
+
+    from .config import AppConfig
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +99,31 @@ def observe_search(seconds: float, results: int) -> None:
         SEARCHES_EMPTY.inc()
 
 
+class WorkspaceState(Protocol):
+    """What a scrape reads of one served workspace (the app's ``Services`` is one): a protocol, so
+    that metrics, which nearly every module imports, imports none of them back."""
+
+    @property
+    def config(self) -> AppConfig: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    @property
+    def conversations(self) -> ConversationStore: ...
+
+    @property
+    def memory(self) -> MemoryManager: ...
+
+    def nightly_last_success(self) -> datetime | None: ...
+
+
 class WorkspaceCollector(Collector):
     """The state of the workspaces this process serves (one, or each held shard's), read at scrape
     time: flush jobs by state and the oldest pending one's age, chunks and vectors per scope kind,
     the last nightly success. A workspace that cannot be read is logged and left out of the scrape."""
 
-    def __init__(self, sources: Callable[[], Iterable[Services]]) -> None:
+    def __init__(self, sources: Callable[[], Iterable[WorkspaceState]]) -> None:
         self._sources = sources
         self._counts: dict[str, tuple[float, dict[str, tuple[int, int]]]] = {}
         self._lock = threading.Lock()
@@ -145,7 +168,7 @@ class WorkspaceCollector(Collector):
         nightly.add_metric([], last_success)
         yield from (jobs, oldest, chunks, vectors, nightly)
 
-    def _index_counts(self, services: Services) -> dict[str, tuple[int, int]]:
+    def _index_counts(self, services: WorkspaceState) -> dict[str, tuple[int, int]]:
         key = services.config.workspace
         with self._lock:
             stamp, counts = self._counts.get(key, (0.0, {}))
@@ -156,7 +179,7 @@ class WorkspaceCollector(Collector):
         return counts
 
 
-def watch_workspaces(sources: Callable[[], Iterable[Services]]) -> Callable[[], None]:
+def watch_workspaces(sources: Callable[[], Iterable[WorkspaceState]]) -> Callable[[], None]:
     """Register a :class:`WorkspaceCollector` for this process; returns what unregisters it."""
     collector = WorkspaceCollector(sources)
     REGISTRY.register(collector)
