@@ -11,7 +11,7 @@ overlap lines), then times, alternately, ``--rounds`` times each, two fresh proc
 
 * **embedder alone** (this script's internal ``_embed`` command): read every file the sync
   indexes, in the sync's walk order, chunk it with ``memory.chunker.chunk_text`` (800 / 2), keep one
-  entry text per sha256 as the sync does (:mod:`memory.entries`), sort them by length as the sync's
+  entry text per sha256 as the sync does (:mod:`memory.index.entries`), sort them by length as the sync's
   ``_embed`` does (so the batches are the sync's own) and embed them with ``LocalEmbedding`` in batches
   of its ``max_batch``; model load included (timed apart, with a one-word call);
 * **sync**: ``membridge --config <cfg> memory sync --json`` on a fresh index (``index.db*`` and
@@ -71,7 +71,7 @@ def walk_files(root: Path) -> Iterator[Path]:
 
 
 def _walk(top: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: frozenset[str] = frozenset()) -> Iterator[Path]:
-    """``memory.scan._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
+    """``memory.index.scan._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
     if not top.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(top):

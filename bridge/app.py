@@ -205,7 +205,7 @@ class Services:
         return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
 
     async def _complete(self, instructions: str, material: str) -> str:
-        """Deep Dream's model call (:data:`memory.dream.Complete`) in the LLM's chat format."""
+        """Deep Dream's model call (:data:`memory.consolidation.dream.Complete`) in the LLM's chat format."""
         request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
         return (await self.llm.complete(request)).content
 

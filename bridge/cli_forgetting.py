@@ -1,6 +1,6 @@
 """``membridge memory forget`` and ``membridge memory erase``: forgetting for good.
 
-The work is :mod:`memory.forgetting`'s; this module turns its answers into lines (or ``--json``)
+The work is :mod:`memory.privacy.forgetting`'s; this module turns its answers into lines (or ``--json``)
 and its refusals into command errors.
 """
 

@@ -1,6 +1,6 @@
 """``membridge memory export`` and ``membridge memory import``: a scope's memory as one zip.
 
-The work is :mod:`memory.portability`'s; this module turns its errors into command errors and its
+The work is :mod:`memory.privacy.portability`'s; this module turns its errors into command errors and its
 report into a line (or ``--json``). Progress goes to stderr as bars when it is a terminal.
 """
 

@@ -253,7 +253,7 @@ class MemoryManager:
     def append_daily(self, scope: str, text: str, *, when: datetime | None = None,
                      only_if: WriteGuard | None = None) -> Path:
         """Append a block to the scope's daily file of ``when`` (default now); returns the file.
-        ``only_if`` is checked under the workspace lock (:class:`~memory.locks.WriteWithdrawn`)."""
+        ``only_if`` is checked under the workspace lock (:class:`~memory.files.locks.WriteWithdrawn`)."""
         when = when or datetime.now()
         target = self.workspace.daily_file(scope, when.strftime("%Y-%m-%d"))
         with self.lock:

@@ -4,7 +4,7 @@ One LLM call reads MEMORY.md and the last ``lookback_days`` daily files and answ
 ``[MEMORY]`` section (the new MEMORY.md) and a ``[DREAM]`` section (a diary). The output is refused,
 leaving MEMORY.md as it was, when it has no ``[MEMORY]``, more than ``max_entries`` entries, or drops
 more than ``max_loss`` of the old entries. Otherwise MEMORY.md is replaced atomically, keeping
-the old state as a version (:mod:`memory.memory_file`), so ``revert`` restores the exact bytes.
+the old state as a version (:mod:`memory.files.memory_file`), so ``revert`` restores the exact bytes.
 
 Dedupe hashes the daily content only (not MEMORY.md, which the dream itself rewrites) and is stored
 in SQLite, so the same input is not dreamt twice, even across a restart.

@@ -1,8 +1,8 @@
-"""The conversation store's part of a forget or an erase (driven by :mod:`memory.forgetting`).
+"""The conversation store's part of a forget or an erase (driven by :mod:`memory.privacy.forgetting`).
 
 A turn goes whole when any of its messages holds the text (the question, its tool steps and the
 answer together, so the model never sees a call without its result); a session summary or a job
-error loses the matching lines, by :mod:`memory.line_removal`'s rule.
+error loses the matching lines, by :mod:`memory.files.line_removal`'s rule.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rows of the conversation tables as values, and the reads every part of the store shares.
 
-:class:`~memory.conversations.ConversationStore` is assembled from parts, one per concern (sessions
+:class:`~memory.conversations.conversations.ConversationStore` is assembled from parts, one per concern (sessions
 and messages, flush jobs, retention, forgetting); what more than one part reads is here.
 """
 

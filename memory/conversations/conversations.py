@@ -1,8 +1,8 @@
 """The conversation store: sessions and their messages in ``index.db``, with its parts for flush
-jobs (:mod:`memory.flush_jobs`), retention (:mod:`memory.conversation_retention`) and forgetting
-(:mod:`memory.conversation_forgetting`).
+jobs (:mod:`memory.conversations.flush_jobs`), retention (:mod:`memory.conversations.conversation_retention`) and forgetting
+(:mod:`memory.conversations.conversation_forgetting`).
 
-Messages are turns (:mod:`memory.turns`: role, text and the caller's string fields; no chat API's
+Messages are turns (:mod:`memory.conversations.turns`: role, text and the caller's string fields; no chat API's
 format), append-only with a ``seq`` that only grows per session. The LLM context of a session
 starts at ``context_start_seq``: trimming or ``/clear`` moves that boundary, older rows stay on
 disk.

@@ -1,4 +1,4 @@
-"""A scope's conversations as plain records, for an export and its import (:mod:`memory.portability`).
+"""A scope's conversations as plain records, for an export and its import (:mod:`memory.privacy.portability`).
 
 A message record is a turn (``role``, ``text``, ``meta``) with its place (chat, seq) and time; an
 export of format 1 or 2 carried the chat API's message object under ``message`` instead, which an import

@@ -3,7 +3,7 @@
 Each state of MEMORY.md is kept as a version in SQLite (``memory_versions``), so ``revert`` restores
 the exact previous bytes. A daily file replaced by hand (a console edit) is versioned the same way;
 the bot's own appends are not. A write may be a compare-and-swap on the bytes its writer read
-(:class:`MemoryChanged` when another writer came first): Deep Dream (:mod:`memory.dream`) writes
+(:class:`MemoryChanged` when another writer came first): Deep Dream (:mod:`memory.consolidation.dream`) writes
 this way, as its model answers long after it read the file.
 
 ``dream_state`` (what each scope's last dream read) is created here with the versions because

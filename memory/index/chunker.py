@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 #: The version of what is embedded (:func:`embedding_text`, and since 3 one vector per entry:
-#: :mod:`memory.entries`): part of every real embedder's ``model_id``, so that a change of rule
+#: :mod:`memory.index.entries`): part of every real embedder's ``model_id``, so that a change of rule
 #: re-embeds the index once (vectors of two rules never mix).
 EMBEDDING_TEXT_RULE = 3
 #: The titles of the sections membridge writes into daily files (``## HH:MM conversation notes``).

@@ -15,7 +15,7 @@ An entry is:
 - never a heading: a heading only names what follows (``## 18:30 notes``, ``## Wi-Fi``), and as an
   entry of its own it would outrank the notes below it for any question that names its topic
   (the keyword side still finds its words);
-- a chunk that is one piece of a long line (:func:`memory.chunker.chunk_text`) is one entry.
+- a chunk that is one piece of a long line (:func:`memory.index.chunker.chunk_text`) is one entry.
 
 Entries are made from a chunk's text, so an entry never crosses a chunk's lines; chunks overlap by
 a few lines, and an entry on them is in both chunks (its vector is embedded once: the embedding

@@ -90,7 +90,7 @@ def _word_terms(token: str, widen: bool) -> list[WordTerm]:
     """The terms for one query word. A CJK run of 3+ characters is unsegmented text ("我的猫叫什么
     名字"), not a word: it becomes its bigrams, each a term of its own so that a note sharing some
     of them matches, plus the whole run as a phrase so that a note holding all of it in order ranks
-    higher. With ``widen``, a plain word becomes each of its forms (:func:`memory.word_forms.forms`),
+    higher. With ``widen``, a plain word becomes each of its forms (:func:`memory.index.word_forms.forms`),
     so "painted" finds "painting"."""
     if _CJK_RUN_RE.fullmatch(token):
         if len(token) <= 2:  # one character, or one bigram: a single indexed token

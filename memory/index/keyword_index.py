@@ -1,8 +1,8 @@
 """The keyword side of the index: search through its two FTS5 indexes, and their upkeep.
 
-``chunks_fts`` (unicode61 over the segmented text of :func:`memory.keyword.segment`, with a hashed
+``chunks_fts`` (unicode61 over the segmented text of :func:`memory.index.keyword.segment`, with a hashed
 scope column so that the scope filter is an index lookup) and ``chunks_tri`` (trigram, external
-content over ``chunks.text``) are written by :class:`memory.storage.IndexStorage` together with the
+content over ``chunks.text``) are written by :class:`memory.index.storage.IndexStorage` together with the
 chunks. This module reads them, as one chain: the word index, then trigram for substrings of 3+
 characters, then a bounded LIKE scan for 1-2 character pieces of words. It also keeps them whole:
 an integrity check, a merge after a forget, a rebuild from ``chunks`` (the truth) when a search

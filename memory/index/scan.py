@@ -22,7 +22,7 @@ from .storage import FileRecord
 
 ProgressCallback = Callable[[str, int, int], None]
 """A sync's ``progress(stage, done, total)``: stages are ``scan`` (here), ``embed``, ``write`` and
-``trigram`` (:class:`memory.indexer.Indexer`)."""
+``trigram`` (:class:`memory.index.indexer.Indexer`)."""
 
 _KNOWLEDGE_SKIP = frozenset({"log.md", "index.md"})  # the change log and the generated table of contents
 MTIME_TRUST_S = 2.0  # a file written this close to its indexing is re-hashed (coarse file-system clocks)

@@ -3,7 +3,7 @@
 SQLite is the source of truth. ``chunks`` holds the text; as chunks are written, ``chunks_fts``
 and ``chunks_tri`` are kept exact with FTS5's ``'delete'`` command, never a bare DELETE, and rows
 keep their rowid because writes are UPSERTs. Searching those indexes and keeping them whole is
-:mod:`memory.keyword_index`'s; the vectors of the chunks are :mod:`memory.embed_cache`'s.
+:mod:`memory.index.keyword_index`'s; the vectors of the chunks are :mod:`memory.vectors.embed_cache`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .entries import Entry, EntryRow, delete_entries, entry_text, write_entries
 from .keyword import segment
 
 #: The keyword indexes (FTS5 virtual tables), one statement each: ``KeywordIndex.rebuild``
-#: (:mod:`memory.keyword_index`) may have to create them again inside a transaction, where a
+#: (:mod:`memory.index.keyword_index`) may have to create them again inside a transaction, where a
 #: script cannot run.
 KEYWORD_INDEXES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 ("
@@ -32,7 +32,7 @@ KEYWORD_INDEXES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5 ("
     " text, content='chunks', content_rowid='rowid', tokenize='trigram')",
 )
-#: ``chunks.vec_model`` is no longer written: entries carry the vectors (:mod:`memory.entries`); the
+#: ``chunks.vec_model`` is no longer written: entries carry the vectors (:mod:`memory.index.entries`); the
 #: column stays so that an index made before them opens as it is.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,7 +104,7 @@ def stored_chunk(row: Sequence[object]) -> StoredChunk:
 class IndexStorage:
     """Reads and writes of the chunk index, always for an explicit set of scopes.
 
-    Its chunks' vectors are the :class:`~memory.embed_cache.EmbeddingCache` that
+    Its chunks' vectors are the :class:`~memory.vectors.embed_cache.EmbeddingCache` that
     :class:`~memory.manager.MemoryManager` holds beside it (``embed_cache``) on the same database.
     """
 

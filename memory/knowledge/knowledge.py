@@ -1,11 +1,11 @@
 """The shared knowledge base: markdown pages at ``knowledge/<category>/<slug>.md``.
 
 Every scope reads knowledge through search, so a write here is a write everyone sees. Page names
-are checked (:mod:`memory.knowledge_names`) before they become paths, and each path once more here
+are checked (:mod:`memory.knowledge.knowledge_names`) before they become paths, and each path once more here
 (nothing can leave ``knowledge/``, not even through a symlink). Each change is written atomically
 under the workspace lock, recorded in the append-only ``log.md``, reflected in the generated
 ``index.md`` and re-indexed at once, so the very next search agrees with the files on disk. What a
-page's markdown says (title, links) is read by :mod:`memory.knowledge_markdown`.
+page's markdown says (title, links) is read by :mod:`memory.knowledge.knowledge_markdown`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class KnowledgeService:
     # ================================================================ writes
     def write(self, page: str, content: str, *, actor: str, only_if: WriteGuard | None = None) -> KnowledgePage:
         """Create or replace ``page`` with ``content`` (UTF-8 markdown of at most 1 MiB); ``only_if``
-        is checked under the workspace lock (:class:`~memory.locks.WriteWithdrawn`)."""
+        is checked under the workspace lock (:class:`~memory.files.locks.WriteWithdrawn`)."""
         category, slug = parse_page(page)
         data = encode_content(content)
         actor = check_actor(actor)

@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS forget_jobs (
 #: The places a match is counted in, in the order a listing shows them.
 PLACES = ("memory files", "dream diaries", "media files", "import leftovers", "file versions", "messages",
           "session summaries", "index")
-#: Where each kind of scope file (:mod:`memory.holdings`) is counted.
+#: Where each kind of scope file (:mod:`memory.privacy.holdings`) is counted.
 _FILE_PLACES = {"dream_diaries": "dream diaries", "media_files": "media files", "import_leftovers": "import leftovers"}
 
 __all__ = ["PLACES", "Findings", "ForgetDeferred", "ForgetElsewhere", "Forgetter", "Match", "NothingToForget", "pending_forget_jobs"]

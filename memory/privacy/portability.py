@@ -3,9 +3,9 @@
 An export is everything that is the person's own: MEMORY.md, the whole ``memory/`` folder (daily
 files, dream diaries), the recorded versions of MEMORY.md and of the daily files (console edits
 are versioned too), and the conversation messages (through
-:class:`~memory.scope_conversations.ScopeConversations`). The index, the vectors
+:class:`~memory.conversations.scope_conversations.ScopeConversations`). The index, the vectors
 and the embedding cache are derived from these, so an import rebuilds them with a sync instead of
-carrying them. The zip's layout and the checks on a zip to import are in :mod:`memory.archive`.
+carrying them. The zip's layout and the checks on a zip to import are in :mod:`memory.privacy.archive`.
 
 Writes are all-or-nothing. The export streams into a hidden temp file beside the target, fsyncs
 and renames it, so a crash never leaves a half zip under the target's name. The import verifies

@@ -13,7 +13,7 @@ SHOWN_CHARS = 600
 
 @dataclass
 class Match:
-    """One entry of a result that answers the question (:mod:`memory.entries`), lines of the file."""
+    """One entry of a result that answers the question (:mod:`memory.index.entries`), lines of the file."""
 
     start_line: int
     end_line: int

@@ -87,7 +87,7 @@ class LanceDBBackend(VectorBackend):
         """``location``: a folder, or an object-store URI (``s3://bucket/prefix``) that LanceDB opens
         with ``storage_options`` (its own keys: endpoint, region, credentials; README "Vectors on
         object storage"). ``ram_bytes``: how many bytes of vectors the caller searches from RAM
-        instead (see :mod:`memory.vector_cache`); no ANN index is built for a table that fits in them.
+        instead (see :mod:`memory.vectors.vector_cache`); no ANN index is built for a table that fits in them.
 
         LanceDB is imported and connected on first use (:meth:`_connect`), not here: importing it
         takes seconds, and most commands (history, get, a search served from RAM) never need it."""

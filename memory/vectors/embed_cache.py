@@ -1,13 +1,13 @@
 """The vectors SQLite keeps: the embedding cache, and each scope's vectors for the copies in RAM.
 
-``embed_cache`` holds one vector per model and entry-text hash (:mod:`memory.entries`), so an unchanged text is never
+``embed_cache`` holds one vector per model and entry-text hash (:mod:`memory.index.entries`), so an unchanged text is never
 embedded twice and a killed sync resumes from what it had already paid for. A scope's vectors are
 read from it as one snapshot stamped with the scope's generation, a counter every change to the
-scope's chunks or vectors bumps: a process that keeps vectors in RAM (:mod:`memory.vector_cache`)
+scope's chunks or vectors bumps: a process that keeps vectors in RAM (:mod:`memory.vectors.vector_cache`)
 compares generations to see another process's writes.
 
 :class:`~memory.manager.MemoryManager` holds one (``embed_cache``) beside its
-:class:`~memory.storage.IndexStorage` on the same database; the storage's entries table is read here
+:class:`~memory.index.storage.IndexStorage` on the same database; the storage's entries table is read here
 to tell which vectors are used and which belong to a scope.
 """
 

