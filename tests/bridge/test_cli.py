@@ -257,7 +257,7 @@ async def test_version_and_help_without_a_command() -> None:
 
 
 def test_every_command_has_a_description_and_an_example(capsys) -> None:
-    from bridge.cli import main
+    from bridge.cli.main import main
 
     commands = [["run"], ["chat"], ["console"], ["doctor"]] + [["memory", name] for name in (
         "sync", "search", "get", "add", "dream", "stats", "history", "revert")] + [["knowledge", name] for name in (

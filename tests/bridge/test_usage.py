@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from bridge.cli import main
+from bridge.cli.main import main
 from bridge.usage import TurnRecord, UsageBook
 from memory import Database
 

@@ -1,6 +1,6 @@
 """``membridge memory …``: sync, search, read, add, dream, and the versions of MEMORY.md.
 
-Export and import live in :mod:`.cli_portability`, forget and erase in :mod:`.cli_forgetting`.
+Export and import live in :mod:`.portability`, forget and erase in :mod:`.forgetting`.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import argparse
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .cli_common import CommandError, print_json, require_workspace, run_async, scope_arg, stderr_progress
+from .common import CommandError, print_json, require_workspace, run_async, scope_arg, stderr_progress
 
 if TYPE_CHECKING:
     from memory import SyncReport
 
-    from .app import Services
+    from ..app import Services
 
 
 def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:
@@ -95,7 +95,7 @@ def cmd_memory_dream(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_memory_stats(services: Services, args: argparse.Namespace) -> int:
-    from .overview import scope_overview
+    from ..overview import scope_overview
 
     scope = scope_arg(services, args, must_exist=True)
     overview = scope_overview(services, scope)

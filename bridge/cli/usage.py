@@ -10,11 +10,11 @@ import argparse
 from datetime import date
 from typing import TYPE_CHECKING
 
-from .cli_common import CommandError, print_json
+from .common import CommandError, print_json
 
 if TYPE_CHECKING:
-    from .app import Services
-    from .usage import UsageRow
+    from ..app import Services
+    from ..usage import UsageRow
 
 USAGE_DETAILS = """Each row is one scope on one day: answered messages, messages refused over limits:, and the
 model's prompt and completion tokens (~ marks figures estimated where the server sent no usage).
@@ -24,7 +24,7 @@ Rows are kept usage.keep_days days."""
 def cmd_usage(services: Services, args: argparse.Namespace) -> int:
     from memory import Database
 
-    from .usage import UsageBook, days_back
+    from ..usage import UsageBook, days_back
 
     path = services.workspace.db_path
     if not path.is_file():

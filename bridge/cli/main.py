@@ -7,8 +7,8 @@ Only the standard library is imported here: each command imports what it uses, s
 ``--version`` answer at once and ``memory history`` never loads LanceDB or the LLM client. This
 module holds the parser, ``main`` and the commands that start something (the bot, the chat, the
 console, a cluster role) or check it (``doctor``); the memory and knowledge commands have modules
-of their own (:mod:`.cli_memory`, :mod:`.cli_knowledge`, :mod:`.cli_portability`,
-:mod:`.cli_forgetting`), on what they share (:mod:`.cli_common`).
+of their own (:mod:`.memory`, :mod:`.knowledge`, :mod:`.portability`,
+:mod:`.forgetting`), on what they share (:mod:`.common`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .cli_common import CommandError, Handler, print_json
-from .cli_forgetting import ERASE_DETAILS, FORGET_DETAILS, cmd_memory_erase, cmd_memory_forget
-from .cli_knowledge import (
+from .common import CommandError, Handler, print_json
+from .forgetting import ERASE_DETAILS, FORGET_DETAILS, cmd_memory_erase, cmd_memory_forget
+from .knowledge import (
     cmd_knowledge_add,
     cmd_knowledge_graph,
     cmd_knowledge_list,
     cmd_knowledge_rm,
     cmd_knowledge_show,
 )
-from .cli_memory import (
+from .memory import (
     cmd_memory_add,
     cmd_memory_dream,
     cmd_memory_get,
@@ -39,13 +39,13 @@ from .cli_memory import (
     cmd_memory_stats,
     cmd_memory_sync,
 )
-from .cli_portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
-from .cli_usage import USAGE_DETAILS, cmd_usage
+from .portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_memory_import
+from .usage import USAGE_DETAILS, cmd_usage
 
 if TYPE_CHECKING:
-    from .app import Services
-    from .config import AppConfig
-    from .llm import LLMClient
+    from ..app import Services
+    from ..config import AppConfig
+    from ..llm import LLMClient
 
 
 # ---------------------------------------------------------------------- bot
@@ -54,7 +54,7 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
 
     if args.role != "bot":
         return _run_cluster_role(services, args.role)
-    from .runtime import run_bot
+    from ..runtime import run_bot
 
     _prepare_terminal(services, chat=services.config.channels.terminal.enabled)
     try:
@@ -70,8 +70,8 @@ def _run_cluster_role(services: Services, role: str) -> int:
 
     if not services.config.cluster.redis_url:
         raise CommandError(f"--role {role} needs cluster.redis_url in config.yaml (e.g. redis://127.0.0.1:6379/0)")
-    from .cluster.receiver import run_receiver
-    from .cluster.worker import run_worker
+    from ..cluster.receiver import run_receiver
+    from ..cluster.worker import run_worker
 
     try:
         asyncio.run(run_receiver(services) if role == "receiver" else run_worker(services))
@@ -85,9 +85,9 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
 
     if not services.config.cluster.redis_url:
         raise CommandError("no cluster is configured: cluster.redis_url is unset (one process runs everything)")
-    from .cluster.connection import UNAVAILABLE
-    from .cluster.status import as_json, collect, render
-    from .redaction import redact, redact_url, url_secrets
+    from ..cluster.connection import UNAVAILABLE
+    from ..cluster.status import as_json, collect, render
+    from ..redaction import redact, redact_url, url_secrets
 
     try:
         shards, workers = asyncio.run(collect(services.config))
@@ -104,7 +104,7 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
 def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
-    from .runtime import run_bot
+    from ..runtime import run_bot
 
     _prepare_terminal(services, chat=True)
     asyncio.run(run_bot(services, terminal_only=True))
@@ -120,8 +120,8 @@ def _prepare_terminal(services: Services, *, chat: bool) -> None:
     """
     if not chat:
         return
-    from .app import local_user
-    from .logs import STATUS_LOGGER, chat_owns_terminal
+    from ..app import local_user
+    from ..logs import STATUS_LOGGER, chat_owns_terminal
 
     services.config.admins.append(f"terminal:{services.config.channels.terminal.user or local_user()}")
     if sys.stdin.isatty():
@@ -133,8 +133,8 @@ def _prepare_terminal(services: Services, *, chat: bool) -> None:
 def cmd_console(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
-    from .console import ConsoleError, serve
-    from .stopping import until_stopped
+    from ..console import ConsoleError, serve
+    from ..stopping import until_stopped
 
     def started(url: str) -> None:
         print(f"membridge: memory console at {url} (sign in with console.token or console.admin_token; "
@@ -151,7 +151,7 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------- doctor
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
-    from .doctor import run_checks
+    from ..doctor import run_checks
 
     checks = run_checks(services, offline=args.offline)
     if args.json:
@@ -176,7 +176,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from . import installed_version
+        from .. import installed_version
 
         print(f"membridge {installed_version()}")
         parser.exit()
@@ -364,8 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.handler is None:  # `membridge` or `membridge memory` alone: show what can follow
         args.help_parser.print_help()
         return 0
-    from .config import ConfigError, load_config, no_config_notice
-    from .logs import config_secrets, setup_logging
+    from ..config import ConfigError, load_config, no_config_notice
+    from ..logs import config_secrets, setup_logging
 
     setup_logging(args.verbose)
     try:
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.verbose, config_secrets(config), config.logging, long_running=args.long_running)
     from memory import ForgetDeferred, KnowledgeError, MemoryPathError, ScopeError, WorkspaceLockTimeout
 
-    from .app import Services
+    from ..app import Services
 
     services = Services(config, llm=_memory_only_llm(config) if args.memory_only_llm else None)
     try:
@@ -401,7 +401,7 @@ def _memory_only_llm(config: AppConfig) -> LLMClient | None:
     """With no LLM configured, the chat still shows memory working (see :mod:`bridge.offline`)."""
     if config.llm.base_url or config.llm.api_key:
         return None
-    from .offline import MemoryOnlyLLM
+    from ..offline import MemoryOnlyLLM
 
     return MemoryOnlyLLM()
 

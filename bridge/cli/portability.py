@@ -10,12 +10,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli_common import CommandError, print_json, scope_arg, stderr_progress
+from .common import CommandError, print_json, scope_arg, stderr_progress
 
 if TYPE_CHECKING:
     from memory import TransferReport
 
-    from .app import Services
+    from ..app import Services
 
 EXPORT_DETAILS = """\
 The zip holds MEMORY.md and all its versions, the daily files and dream diaries, the conversation

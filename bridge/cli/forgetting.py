@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from .cli_common import CommandError, print_json, scope_arg
+from .common import CommandError, print_json, scope_arg
 
 if TYPE_CHECKING:
-    from .app import Services
+    from ..app import Services
 
 FORGET_DETAILS = """\
 Case-insensitive. Every line of MEMORY.md (and of its kept versions), of the daily files and dream
