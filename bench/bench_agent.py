@@ -48,9 +48,9 @@ from common import (
 )
 
 from bridge import metrics
-from bridge.app import Services
 from bridge.config import parse_config
 from bridge.llm import LLMClient, LLMResponse, Message, ToolCall
+from bridge.wiring.app import Services
 from channels import IncomingMessage
 from memory import HashEmbedding, MemoryManager, Turn
 

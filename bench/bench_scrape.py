@@ -25,10 +25,10 @@ from pathlib import Path
 from common import machine_info, percentile
 
 from bridge import metrics
-from bridge.app import Services
 from bridge.config import parse_config
 from bridge.health import start_health
 from bridge.usage import TurnRecord
+from bridge.wiring.app import Services
 
 
 def open_shard(root: Path, number: int, port: int) -> Services:

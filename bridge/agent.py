@@ -10,7 +10,7 @@
    later, so no flush blocks a reply.
 
 The agent does not order turns: its caller runs one turn per chat at a time, in arrival order
-(:class:`~bridge.runtime.Bridge`, through :mod:`channels.ordering`); different chats run concurrently.
+(:class:`~bridge.wiring.runtime.Bridge`, through :mod:`channels.ordering`); different chats run concurrently.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from .app import Services
 from .config import no_config_notice
+from .wiring.app import Services
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .config import MetricsSettings
 from .logs import STATUS_LOGGER
 
 if TYPE_CHECKING:
-    from .app import Services
+    from .wiring.app import Services
 
 log = logging.getLogger(__name__)
 

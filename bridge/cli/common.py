@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..app import Services
+    from ..wiring.app import Services
 
 
 class CommandError(RuntimeError):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .common import CommandError, print_json, scope_arg
 
 if TYPE_CHECKING:
-    from ..app import Services
+    from ..wiring.app import Services
 
 FORGET_DETAILS = """\
 Case-insensitive. Every line of MEMORY.md (and of its kept versions), of the daily files and dream

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .common import CommandError, print_json
 
 if TYPE_CHECKING:
-    from ..app import Services
+    from ..wiring.app import Services
 
 
 def cmd_knowledge_list(services: Services, args: argparse.Namespace) -> int:
@@ -43,7 +43,7 @@ def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
         content = " ".join(args.text)
     else:
         content = sys.stdin.read()
-    from ..app import local_user
+    from ..wiring.app import local_user
 
     page = services.knowledge.write(args.page, content, actor=f"cli:{local_user()}")
     if args.json:
@@ -54,7 +54,7 @@ def cmd_knowledge_add(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_knowledge_rm(services: Services, args: argparse.Namespace) -> int:
-    from ..app import local_user
+    from ..wiring.app import local_user
 
     services.knowledge.delete(args.page, actor=f"cli:{local_user()}")
     if args.json:

@@ -43,9 +43,9 @@ from .portability import EXPORT_DETAILS, IMPORT_DETAILS, cmd_memory_export, cmd_
 from .usage import USAGE_DETAILS, cmd_usage
 
 if TYPE_CHECKING:
-    from ..app import Services
     from ..config import AppConfig
     from ..llm import LLMClient
+    from ..wiring.app import Services
 
 
 # ---------------------------------------------------------------------- bot
@@ -54,7 +54,7 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
 
     if args.role != "bot":
         return _run_cluster_role(services, args.role)
-    from ..runtime import run_bot
+    from ..wiring.runtime import run_bot
 
     _prepare_terminal(services, chat=services.config.channels.terminal.enabled)
     try:
@@ -104,7 +104,7 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
 def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
-    from ..runtime import run_bot
+    from ..wiring.runtime import run_bot
 
     _prepare_terminal(services, chat=True)
     asyncio.run(run_bot(services, terminal_only=True))
@@ -120,8 +120,8 @@ def _prepare_terminal(services: Services, *, chat: bool) -> None:
     """
     if not chat:
         return
-    from ..app import local_user
     from ..logs import STATUS_LOGGER, chat_owns_terminal
+    from ..wiring.app import local_user
 
     services.config.admins.append(f"terminal:{services.config.channels.terminal.user or local_user()}")
     if sys.stdin.isatty():
@@ -134,7 +134,7 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
     from ..console import ConsoleError, serve
-    from ..stopping import until_stopped
+    from ..wiring.stopping import until_stopped
 
     def started(url: str) -> None:
         print(f"membridge: memory console at {url} (sign in with console.token or console.admin_token; "
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.verbose, config_secrets(config), config.logging, long_running=args.long_running)
     from memory import ForgetDeferred, KnowledgeError, MemoryPathError, ScopeError, WorkspaceLockTimeout
 
-    from ..app import Services
+    from ..wiring.app import Services
 
     services = Services(config, llm=_memory_only_llm(config) if args.memory_only_llm else None)
     try:

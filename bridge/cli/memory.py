@@ -14,7 +14,7 @@ from .common import CommandError, print_json, require_workspace, run_async, scop
 if TYPE_CHECKING:
     from memory import SyncReport
 
-    from ..app import Services
+    from ..wiring.app import Services
 
 
 def cmd_memory_sync(services: Services, args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from .common import CommandError, print_json, scope_arg, stderr_progress
 if TYPE_CHECKING:
     from memory import TransferReport
 
-    from ..app import Services
+    from ..wiring.app import Services
 
 EXPORT_DETAILS = """\
 The zip holds MEMORY.md and all its versions, the daily files and dream diaries, the conversation

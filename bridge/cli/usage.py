@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from .common import CommandError, print_json
 
 if TYPE_CHECKING:
-    from ..app import Services
     from ..usage import UsageRow
+    from ..wiring.app import Services
 
 USAGE_DETAILS = """Each row is one scope on one day: answered messages, messages refused over limits:, and the
 model's prompt and completion tokens (~ marks figures estimated where the server sent no usage).

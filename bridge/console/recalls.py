@@ -11,8 +11,8 @@ from typing import Any
 
 from memory import MemoryPathError
 
-from ..app import Services
 from ..overview import iso_time
+from ..wiring.app import Services
 from .views import existing_scope
 
 JSON = dict[str, Any]

@@ -13,8 +13,8 @@ import time
 from datetime import UTC, date, datetime
 from typing import Any
 
-from ..app import Services
 from ..usage import percentile
+from ..wiring.app import Services
 
 HOURS = 24
 

@@ -32,8 +32,8 @@ from memory import (
     validate_scope,
 )
 
-from ..app import Services
 from ..overview import dated_files, iso_time, scope_overview
+from ..wiring.app import Services
 from .changes import plain_changes
 
 MAX_SEARCH_LIMIT = 100

@@ -127,8 +127,8 @@ async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -
 
 
 async def test_doctor_names_a_flush_job_that_keeps_failing(config_file) -> None:
-    from bridge.app import Services
     from bridge.config import load_config
+    from bridge.wiring.app import Services
     from memory import Turn
 
     config = config_file("http://127.0.0.1:9/v1")

@@ -22,9 +22,9 @@ from fakes import HANG_GUARD_S
 from support.bot import make_services
 from support.ports import free_port
 
-from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
+from bridge.wiring.app import Services
 from memory import Turn
 from memory.files.memory_file import unified_diff
 from memory.knowledge.knowledge import KnowledgeService

@@ -20,7 +20,7 @@ from selenium.webdriver.support.ui import Select
 from support.browser import absent, no_severe_errors, preview_line_edit, shot, text_in, visible, wait
 from support.console_data import V1, V2, write
 
-from bridge.app import Services
+from bridge.wiring.app import Services
 
 
 def _open(browser: WebDriver, url: str, token: str, address: str = "") -> None:

@@ -49,8 +49,8 @@ async def membridge(cfg: Path, *args: str, kill_after: float | None = None) -> t
 
 async def answers(cfg: Path) -> dict[str, list]:
     """What the index answers, read in-process (no sync first: the index as the killed runs left it)."""
-    from bridge.app import Services
     from bridge.config import load_config
+    from bridge.wiring.app import Services
 
     services = Services(load_config(str(cfg)))
 

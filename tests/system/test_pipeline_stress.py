@@ -45,9 +45,9 @@ from support.bot import dm, group
 from support.channel import RecordingChannel
 from support.loop_clock import LoopClock, LoopIO
 
-from bridge.app import Services
 from bridge.config import load_config
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.app import Services
+from bridge.wiring.runtime import Bridge, build_plugins
 from channels import IncomingMessage
 from memory.files.memory_file import MemoryFile
 

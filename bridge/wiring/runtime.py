@@ -23,11 +23,11 @@ from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
-from . import metrics, offload
+from .. import metrics, offload
+from ..console import start_in_background
+from ..health import Check, channel_check, start_health, workspace_checks
+from ..logs import STATUS_LOGGER
 from .app import Services
-from .console import start_in_background
-from .health import Check, channel_check, start_health, workspace_checks
-from .logs import STATUS_LOGGER
 from .stopping import stop_on_signals
 
 log = logging.getLogger(__name__)
@@ -299,8 +299,8 @@ async def run_bot(services: Services, *, terminal_only: bool = False) -> None:
 async def _llm_notice(services: Services) -> str | None:
     """What the terminal chat says about its LLM before the first message: that none is connected
     (the memory-only stand-in answers), or why the configured one does not answer (3 s at most)."""
-    from .llm import probe_llm
-    from .offline import BANNER, MemoryOnlyLLM
+    from ..llm import probe_llm
+    from ..offline import BANNER, MemoryOnlyLLM
 
     if isinstance(services.llm, MemoryOnlyLLM):
         return BANNER

@@ -16,7 +16,7 @@ from datetime import date, datetime, time, timedelta
 
 from memory import DreamSettings
 
-from . import offload
+from .. import offload
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from memory import Flusher, Summarizer, Turn, conversation_text
 
-from . import offload
-from .llm import LLMClient
+from .. import offload
+from ..llm import LLMClient
 
 log = logging.getLogger(__name__)
 

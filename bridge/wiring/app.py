@@ -16,9 +16,9 @@ from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from . import offload
-from .config import AppConfig
-from .scopes import terminal_scope, thread_scope_channels
+from .. import offload
+from ..config import AppConfig
+from ..scopes import terminal_scope, thread_scope_channels
 
 if TYPE_CHECKING:
     from memory import (
@@ -33,12 +33,12 @@ if TYPE_CHECKING:
         Workspace,
     )
 
-    from .agent import Agent
-    from .conversation import Sessions
-    from .llm import LLMClient, Message
-    from .media import MediaIntake
+    from ..agent import Agent
+    from ..conversation import Sessions
+    from ..llm import LLMClient, Message
+    from ..media import MediaIntake
+    from ..usage import UsageBook
     from .timer import DailyTimer
-    from .usage import UsageBook
     from .worker import FlushWorker
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class Services:
         nothing reads what was being forgotten."""
         from memory import ConversationStore, Forgetter, MemoryFile, MemoryManager, make_embedder, pending_forget_jobs
 
-        from .metered_embedding import MeteredEmbedder
+        from ..metered_embedding import MeteredEmbedder
 
         configured = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
         embedder = MeteredEmbedder(configured) if configured is not None else None
@@ -92,7 +92,7 @@ class Services:
         shard whose workspace this is (``bridge.cluster.scrub``); nothing for a single process."""
         if not self.config.cluster.redis_url:
             return []
-        from .cluster.scrub import StreamForgetter, shard_of_workspace
+        from ..cluster.scrub import StreamForgetter, shard_of_workspace
 
         shard = shard_of_workspace(self.config)
         return [] if shard is None else [StreamForgetter(self.config, shard)]
@@ -118,13 +118,13 @@ class Services:
     @cached_property
     def usage(self) -> UsageBook:
         """What each turn cost (``membridge usage``, ``/usage``, limits, the console's status page)."""
-        from .usage import UsageBook
+        from ..usage import UsageBook
 
         return UsageBook(self.memory.db)
 
     async def usage_text(self, scope: str, is_admin: bool) -> str:
         """``/usage``: the scope's own spending (and for an admin, the day's top spenders)."""
-        from .usage import chat_summary
+        from ..usage import chat_summary
 
         limits = self.config.limits
         return await offload.run(lambda: chat_summary(self.usage, scope, is_admin=is_admin, today=date.today(),
@@ -141,7 +141,7 @@ class Services:
 
     @cached_property
     def llm(self) -> LLMClient:
-        from .llm import OpenAIChat
+        from ..llm import OpenAIChat
 
         return self._llm or OpenAIChat(self.config.llm)
 
@@ -155,16 +155,16 @@ class Services:
 
     @cached_property
     def sessions(self) -> Sessions:
-        from .conversation import Sessions
+        from ..conversation import Sessions
 
         return Sessions(self.conversations, self.config.context, on_job=self.flush_worker.notify)
 
     @cached_property
     def agent(self) -> Agent:
-        from .agent import Agent
-        from .metering import TurnMeter
-        from .prompt import PromptBuilder
-        from .tools import ToolBox, default_tools
+        from ..agent import Agent
+        from ..metering import TurnMeter
+        from ..prompt import PromptBuilder
+        from ..tools import ToolBox, default_tools
 
         agent = Agent(
             memory=self.memory,
@@ -185,7 +185,7 @@ class Services:
     @cached_property
     def media(self) -> MediaIntake:
         """What the bridge does with voice notes, photos and files that come with a message."""
-        from .media import MediaIntake
+        from ..media import MediaIntake
 
         return MediaIntake(self.config, llm=self.llm, memory=self.memory, knowledge=self.knowledge)
 
@@ -200,7 +200,7 @@ class Services:
         """Export and import of whole scopes (``membridge memory export|import``, ``/memory export``)."""
         from memory import Portability
 
-        from . import installed_version
+        from .. import installed_version
 
         return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
 
@@ -211,7 +211,7 @@ class Services:
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False, day: date | None = None) -> DreamResult:
         """Deep Dream for one scope now, with the configured LLM; counted by outcome for /metrics."""
-        from . import metrics
+        from .. import metrics
 
         try:
             result = await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force, day=day)
