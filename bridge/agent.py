@@ -32,13 +32,13 @@ from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
 from .media.photos import with_images
 from .messages import history, to_turn
-from .metering import Tally
+from .ops.metering import Tally
 from .prompt import PromptBuilder, PromptContext
 from .scopes import TurnIdentity, scope_for
 from .tools import ToolBox, ToolContext
 
 if TYPE_CHECKING:
-    from .metering import TurnMeter
+    from .ops.metering import TurnMeter
 
 log = logging.getLogger(__name__)
 

@@ -151,7 +151,7 @@ def cmd_console(services: Services, args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------- doctor
 def cmd_doctor(services: Services, args: argparse.Namespace) -> int:
-    from ..doctor import run_checks
+    from ..ops.doctor import run_checks
 
     checks = run_checks(services, offline=args.offline)
     if args.json:

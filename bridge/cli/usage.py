@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .common import CommandError, print_json
 
 if TYPE_CHECKING:
-    from ..usage import UsageRow
+    from ..ops.usage import UsageRow
     from ..wiring.app import Services
 
 USAGE_DETAILS = """Each row is one scope on one day: answered messages, messages refused over limits:, and the
@@ -24,7 +24,7 @@ Rows are kept usage.keep_days days."""
 def cmd_usage(services: Services, args: argparse.Namespace) -> int:
     from memory import Database
 
-    from ..usage import UsageBook, days_back
+    from ..ops.usage import UsageBook, days_back
 
     path = services.workspace.db_path
     if not path.is_file():

@@ -25,10 +25,10 @@ from redis.asyncio import Redis
 from channels import Channel, IncomingMessage
 from channels.ordering import ChatLanes
 
-from .. import metrics
 from ..config import AppConfig
-from ..health import Check, channel_check, redis_problem, start_health
 from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, channel_check, redis_problem, start_health
 from ..redaction import redact_url
 from ..scopes import scope_for, thread_scope_channels
 from ..wiring.app import Services

@@ -32,8 +32,9 @@ from channels.ordering import ChatLanes
 from memory import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
-from .. import metrics, offload
+from .. import offload
 from ..config import AppConfig
+from ..ops import metrics
 from ..wiring.app import Services
 from ..wiring.runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop

@@ -27,10 +27,10 @@ from redis.asyncio import Redis
 
 from channels import Channel
 
-from .. import metrics
 from ..config import AppConfig
-from ..health import Check, redis_problem, start_health, workspace_checks
 from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, redis_problem, start_health, workspace_checks
 from ..redaction import redact_url
 from ..wiring.app import Services
 from ..wiring.runtime import build_channels

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from bridge import metrics, offload
+from bridge import offload
 from bridge.config import AppConfig
 from bridge.llm import LLMClient, LLMError
+from bridge.ops import metrics
 from bridge.scopes import TurnIdentity
 from channels import Attachment, AttachmentError, AttachmentTooLarge, IncomingMessage, Reply
 from memory import KnowledgeService, MemoryManager

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..conversation import Sessions
     from ..llm import LLMClient, Message
     from ..media import MediaIntake
-    from ..usage import UsageBook
+    from ..ops.usage import UsageBook
     from .timer import DailyTimer
     from .worker import FlushWorker
 
@@ -77,7 +77,7 @@ class Services:
         nothing reads what was being forgotten."""
         from memory import ConversationStore, Forgetter, MemoryFile, MemoryManager, make_embedder, pending_forget_jobs
 
-        from ..metered_embedding import MeteredEmbedder
+        from ..ops.metered_embedding import MeteredEmbedder
 
         configured = make_embedder(self.config.embedding, cache_dir=self.workspace.cache_dir)
         embedder = MeteredEmbedder(configured) if configured is not None else None
@@ -118,13 +118,13 @@ class Services:
     @cached_property
     def usage(self) -> UsageBook:
         """What each turn cost (``membridge usage``, ``/usage``, limits, the console's status page)."""
-        from ..usage import UsageBook
+        from ..ops.usage import UsageBook
 
         return UsageBook(self.memory.db)
 
     async def usage_text(self, scope: str, is_admin: bool) -> str:
         """``/usage``: the scope's own spending (and for an admin, the day's top spenders)."""
-        from ..usage import chat_summary
+        from ..ops.usage import chat_summary
 
         limits = self.config.limits
         return await offload.run(lambda: chat_summary(self.usage, scope, is_admin=is_admin, today=date.today(),
@@ -162,7 +162,7 @@ class Services:
     @cached_property
     def agent(self) -> Agent:
         from ..agent import Agent
-        from ..metering import TurnMeter
+        from ..ops.metering import TurnMeter
         from ..prompt import PromptBuilder
         from ..tools import ToolBox, default_tools
 
@@ -211,7 +211,7 @@ class Services:
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False, day: date | None = None) -> DreamResult:
         """Deep Dream for one scope now, with the configured LLM; counted by outcome for /metrics."""
-        from .. import metrics
+        from ..ops import metrics
 
         try:
             result = await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force, day=day)

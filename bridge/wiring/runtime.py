@@ -23,10 +23,11 @@ from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
-from .. import metrics, offload
+from .. import offload
 from ..console import start_in_background
-from ..health import Check, channel_check, start_health, workspace_checks
 from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, channel_check, start_health, workspace_checks
 from .app import Services
 from .stopping import stop_on_signals
 

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 import pytest
 
 from bridge.cli.main import main
-from bridge.usage import TurnRecord, UsageBook
+from bridge.ops.usage import TurnRecord, UsageBook
 from memory import Database
 
 TODAY = date.today()

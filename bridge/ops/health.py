@@ -24,12 +24,12 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import make_wsgi_app
 
+from ..config import MetricsSettings
+from ..logs import STATUS_LOGGER
 from . import metrics
-from .config import MetricsSettings
-from .logs import STATUS_LOGGER
 
 if TYPE_CHECKING:
-    from .wiring.app import Services
+    from ..wiring.app import Services
 
 log = logging.getLogger(__name__)
 

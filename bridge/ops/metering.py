@@ -3,8 +3,8 @@
 Before the model is asked, :meth:`TurnMeter.refusal` checks the turn's scope against ``limits:``
 (admins exempt; a group's turns count against the group's scope): over a limit, the person gets one
 answer saying when the day resets, and no model request is made. After the turn, :meth:`record`
-writes its outcome and tokens to the usage book (:mod:`bridge.usage`) and counts it for Prometheus
-(:mod:`bridge.metrics`).
+writes its outcome and tokens to the usage book (:mod:`bridge.ops.usage`) and counts it for Prometheus
+(:mod:`bridge.ops.metrics`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 
-from . import metrics, offload
-from .config import LimitsSettings
-from .llm import LLMResponse
+from .. import offload
+from ..config import LimitsSettings
+from ..llm import LLMResponse
+from . import metrics
 from .usage import TurnRecord, UsageBook
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class TurnMeter:
                 "and I'll answer again after that.")
 
     async def record(self, scope: str, channel: str, outcome: str, tally: Tally | None = None) -> None:
-        """Count the turn and write it to the usage book (``outcome``: :data:`bridge.usage.OUTCOMES`);
+        """Count the turn and write it to the usage book (``outcome``: :data:`bridge.ops.usage.OUTCOMES`);
         a failure to write is logged and never fails the turn."""
         metrics.TURNS.labels(channel, outcome).inc()
         tally = tally or Tally()

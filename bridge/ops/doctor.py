@@ -15,8 +15,8 @@ from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from .config import no_config_notice
-from .wiring.app import Services
+from ..config import no_config_notice
+from ..wiring.app import Services
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def _redis(services: Services) -> str:
 
 
 def _llm(services: Services) -> str:
-    from .llm import probe_llm
+    from ..llm import probe_llm
 
     return probe_llm(services.config.llm)
 

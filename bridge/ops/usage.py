@@ -7,7 +7,7 @@ estimated from the characters and the row says so (``estimated``).
 
 Rows name a scope (whose budget the turn spent: a person's, or a group's), a channel and an outcome;
 never a text. Each scope's day is also kept added up (``usage_daily``, in the same transaction), so
-a limit check reads one row however busy the day was. :mod:`bridge.metering` writes them; the
+a limit check reads one row however busy the day was. :mod:`bridge.ops.metering` writes them; the
 readers are here.
 """
 

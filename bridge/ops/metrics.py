@@ -1,4 +1,4 @@
-"""What a running membridge counts, for Prometheus (``GET /metrics``, served by :mod:`bridge.health`).
+"""What a running membridge counts, for Prometheus (``GET /metrics``, served by :mod:`bridge.ops.health`).
 
 The counters and histograms live on prometheus-client's process-wide registry and are bumped where
 things happen (a turn, a model request, a search, a Deep Dream, a media file, a lease). What is a
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from memory import ConversationStore, MemoryManager
 
-    from .config import AppConfig
+    from ..config import AppConfig
 
 log = logging.getLogger(__name__)
 
