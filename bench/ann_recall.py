@@ -7,7 +7,7 @@ HashEmbedding(512) and with the local multilingual USE model (``fast-universal-s
 about 9 ms a chunk here, so 20,000 chunks take ~3 minutes), builds the index the way
 ``LanceDBBackend.maintain()`` does (cosine, ``max(16, sqrt(n))`` partitions, 32 sub-vectors) and
 searches it the way ``LanceDBBackend.search()`` does (every partition probed, refine factor
-``memory.vectors.REFINE``, 32 results). Only scopes too big for ``memory.vector_cache_mb`` take this
+``memory.vectors.backend.REFINE``, 32 results). Only scopes too big for ``memory.vector_cache_mb`` take this
 path: the default search is exact, from RAM.
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 from common import make_queries
 
-from memory.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding
-from memory.vectors import ALL_PARTITIONS, REFINE
+from memory.vectors.backend import ALL_PARTITIONS, REFINE
+from memory.vectors.embedding import EmbeddingProvider, HashEmbedding, LocalEmbedding
 
 LIMIT = 32
 

@@ -47,10 +47,10 @@ from common import (
     source_fingerprint,
 )
 
-from bridge import metrics
-from bridge.app import Services
 from bridge.config import parse_config
 from bridge.llm import LLMClient, LLMResponse, Message, ToolCall
+from bridge.ops import metrics
+from bridge.wiring.app import Services
 from channels import IncomingMessage
 from memory import HashEmbedding, MemoryManager, Turn
 

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
-from memory.scopes import KNOWLEDGE_SCOPE
-from memory.vectors import LanceDBBackend
+from memory.files.scopes import KNOWLEDGE_SCOPE
+from memory.vectors.backend import LanceDBBackend
 
 QUERIES = ["deploy the bot with docker", "meeting notes", "Python 教程", "部署机器人", "how to cook rice",
            "travel plans for march", "猫", "budget review", "doctor appointment", "learning the cello"]

@@ -38,13 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Report, WorkspaceSpec, directory_size_mb, generate_workspace, machine_info
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
-from memory.conversations import ConversationStore
-from memory.database import Database
-from memory.forgetting import Forgetter
-from memory.indexer import Indexer
-from memory.keyword_index import KeywordIndex
-from memory.memory_file import MemoryFile
-from memory.vectors import LanceDBBackend
+from memory.conversations.conversations import ConversationStore
+from memory.files.memory_file import MemoryFile
+from memory.index.database import Database
+from memory.index.indexer import Indexer
+from memory.index.keyword_index import KeywordIndex
+from memory.privacy.forgetting import Forgetter
+from memory.vectors.backend import LanceDBBackend
 
 TOKEN = "Vantrelloquist"
 TARGET_FORGET_S = 2.0

@@ -44,8 +44,8 @@ from common import (
 )
 
 from memory import HashEmbedding, LanceDBBackend, MemoryManager, MemorySettings, Workspace
+from memory.files.scopes import KNOWLEDGE_SCOPE
 from memory.manager import append_text
-from memory.scopes import KNOWLEDGE_SCOPE
 
 HYBRID_DIM = 512
 HYBRID_BATCH = 256

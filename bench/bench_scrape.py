@@ -5,7 +5,7 @@
 
 Each shard is an open ``Services`` (its own index.db, as ``run --role worker`` holds them) with
 usage rows, flush jobs (some pending) and chunks; the per-shard stream gauges are set as the
-worker's loop sets them. The endpoints are served as a worker serves them (bridge/health.py, from
+worker's loop sets them. The endpoints are served as a worker serves them (bridge/ops/health.py, from
 their own thread), and each scrape is one HTTP GET of /metrics, timed from the client, so the time
 includes reading every shard's flush backlog and nightly meta (its chunk counts are read once a
 minute). The first scrape, which reads the chunk counts, is reported apart.
@@ -24,11 +24,11 @@ from pathlib import Path
 
 from common import machine_info, percentile
 
-from bridge import metrics
-from bridge.app import Services
 from bridge.config import parse_config
-from bridge.health import start_health
-from bridge.usage import TurnRecord
+from bridge.ops import metrics
+from bridge.ops.health import start_health
+from bridge.ops.usage import TurnRecord
+from bridge.wiring.app import Services
 
 
 def open_shard(root: Path, number: int, port: int) -> Services:

@@ -11,7 +11,7 @@ overlap lines), then times, alternately, ``--rounds`` times each, two fresh proc
 
 * **embedder alone** (this script's internal ``_embed`` command): read every file the sync
   indexes, in the sync's walk order, chunk it with ``memory.chunker.chunk_text`` (800 / 2), keep one
-  entry text per sha256 as the sync does (:mod:`memory.entries`), sort them by length as the sync's
+  entry text per sha256 as the sync does (:mod:`memory.index.entries`), sort them by length as the sync's
   ``_embed`` does (so the batches are the sync's own) and embed them with ``LocalEmbedding`` in batches
   of its ``max_batch``; model load included (timed apart, with a one-word call);
 * **sync**: ``membridge --config <cfg> memory sync --json`` on a fresh index (``index.db*`` and
@@ -71,7 +71,7 @@ def walk_files(root: Path) -> Iterator[Path]:
 
 
 def _walk(top: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: frozenset[str] = frozenset()) -> Iterator[Path]:
-    """``memory.scan._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
+    """``memory.index.scan._walk``'s order: sorted folders and names, no dot-entries, skips at the top only."""
     if not top.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(top):
@@ -85,9 +85,9 @@ def _walk(top: Path, *, skip_dirs: frozenset[str] = frozenset(), skip_files: fro
 def unique_texts(root: Path, max_chars: int, overlap: int) -> tuple[int, int, dict[str, str]]:
     """(files, chunks, embedded text by sha256 in first-seen order): every entry of every chunk,
     chunked and split as the sync does (an entry two chunks share is one text)."""
-    from memory.chunker import chunk_text
-    from memory.entries import chunk_entries
-    from memory.files import read_text
+    from memory.files.files import read_text
+    from memory.index.chunker import chunk_text
+    from memory.index.entries import chunk_entries
 
     files = chunks = 0
     texts: dict[str, str] = {}
@@ -103,7 +103,7 @@ def unique_texts(root: Path, max_chars: int, overlap: int) -> tuple[int, int, di
 def embed_child(args: argparse.Namespace) -> int:
     """``_embed``: chunk, dedupe, (sort,) embed; print the phase times as JSON."""
     started = time.perf_counter()
-    from memory.embedding import LocalEmbedding
+    from memory.vectors.embedding import LocalEmbedding
 
     imported = time.perf_counter()
     files, chunks, texts = unique_texts(Path(args.workspace), args.max_chars, args.overlap)
@@ -150,7 +150,7 @@ def prepare_workspace(workdir: Path, chunks_per_file: int) -> Path:
 def default_settings(config: Path) -> tuple[Path, int, int, int]:
     """(workspace, batch, chunk_max_chars, overlap) as the CLI resolves them from ``config``."""
     from bridge.config import load_config
-    from memory.embedding import LocalEmbedding, make_embedder
+    from memory.vectors.embedding import LocalEmbedding, make_embedder
 
     loaded = load_config(str(config))
     embedder = make_embedder(loaded.embedding)
@@ -286,7 +286,7 @@ def is_chinese(text: str) -> bool:
 def query_command(args: argparse.Namespace) -> int:
     from common import machine_info, percentile
 
-    from memory.embedding import LocalEmbedding
+    from memory.vectors.embedding import LocalEmbedding
 
     asked = questions()
     calls = [asked[i % len(asked)] for i in range(args.calls)]

@@ -34,7 +34,7 @@ if str(REPO) not in sys.path:
 
 import contextlib
 
-from memory.chunker import chunk_text
+from memory.index.chunker import chunk_text
 
 # --------------------------------------------------------------------------- word lists
 ENGLISH_WORDS: tuple[str, ...] = tuple(

@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine_info
 
-from bridge.app import Services
 from bridge.config import ConfigError, load_config
+from bridge.wiring.app import Services
 
 LIMIT = 5
 RESULTS_DIR = REPO / "bench" / "results"

@@ -22,7 +22,7 @@ from typing import Any
 import evalkit
 from eval_bilingual import DATA, KINDS
 
-from memory.embedding import LocalEmbedding
+from memory.vectors.embedding import LocalEmbedding
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ different for a crosslingual question), and that no other note of an answer's da
 word with the question (a result shows a day's notes together, so that note would find it).
 
 Key words: English words lowercased and reduced to their Snowball stem (PyStemmer, as
-``memory/word_forms.py`` uses), less a small list of words that say nothing about a note
+``memory/index/word_forms.py`` uses), less a small list of words that say nothing about a note
 (:data:`STOP_WORDS`, with "user", which every flushed note begins with); Chinese text as its
 2-character sequences (a word is usually two characters, and a shared pair is a shared word or
 most of one), with :data:`STOP_TERMS` taken out first.

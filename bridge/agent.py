@@ -10,7 +10,7 @@
    later, so no flush blocks a reply.
 
 The agent does not order turns: its caller runs one turn per chat at a time, in arrival order
-(:class:`~bridge.runtime.Bridge`, through :mod:`channels.ordering`); different chats run concurrently.
+(:class:`~bridge.wiring.runtime.Bridge`, through :mod:`channels.ordering`); different chats run concurrently.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from .conversation import Sessions, session_key
 from .llm import ContextLengthExceeded, LLMClient, LLMError, Message
 from .media.photos import with_images
 from .messages import history, to_turn
-from .metering import Tally
+from .ops.metering import Tally
 from .prompt import PromptBuilder, PromptContext
-from .scopes import scope_for
+from .scopes import TurnIdentity, scope_for
 from .tools import ToolBox, ToolContext
 
 if TYPE_CHECKING:
-    from .metering import TurnMeter
+    from .ops.metering import TurnMeter
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +55,6 @@ _FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've
 
 class TurnForgotten(Exception):
     """A forget deleted the message being answered: nothing more of its turn may be stored."""
-
-
-@dataclass(frozen=True)
-class TurnIdentity:
-    """Who a turn is for: its session (one per chat and scope), scope and permissions."""
-
-    session_id: str
-    scope: str
-    user: str
-    is_admin: bool
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ class ConsoleSettings(StrictSettings):
 
 
 class MetricsSettings(StrictSettings):
-    """``/metrics``, ``/healthz`` and ``/readyz`` of a long-running role (bridge/health.py). On by
+    """``/metrics``, ``/healthz`` and ``/readyz`` of a long-running role (bridge/ops/health.py). On by
     default on the loopback: a process an operator cannot see into is the problem this solves, and a
     port taken by another membridge process on the same machine is logged, never fatal."""
 

@@ -6,7 +6,7 @@ scope instead of flushing its turns into a scope nobody reads any more.
 
 Turns reach daily memory through flush jobs only. A trim (over budget, or harder after a context
 overflow), ``/clear`` and the nightly summary each record, in the transaction that moves the context
-boundary, one job for the turns past the session's watermark (see ``memory.conversations``), then
+boundary, one job for the turns past the session's watermark (see ``memory.conversations.conversations``), then
 wake the flush worker: a turn is summarised exactly once, whichever of them takes it first.
 """
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import metrics
 from .config import LLMSettings
+from .ops import metrics
 from .redaction import redact
 
 if TYPE_CHECKING:  # imported where used: ``import openai`` takes over a second, and most commands never call it

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .llm import NOT_CONFIGURED, LLMClient, LLMError, LLMResponse, Message, ToolCall
-from .worker import SUMMARY_PROMPT
+from .wiring.worker import SUMMARY_PROMPT
 
 #: Said once when the chat starts, so nobody takes the replies for a model's.
 BANNER = ("No language model is connected: I save what you tell me and answer questions with memory search "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from memory import ScopeFile, count_entries, scope_files
 
 if TYPE_CHECKING:
-    from .app import Services
+    from .wiring.app import Services
 
 #: The days the notes-per-day chart covers, ending today: thirteen weeks.
 CHART_DAYS = 91

@@ -10,9 +10,14 @@ default ``--scope`` and the terminal banner all call it, so they can never disag
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from channels import IncomingMessage
 from memory import GLOBAL_SCOPE
+
+if TYPE_CHECKING:
+    from .config import AppConfig
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_LEN = 128
@@ -48,3 +53,19 @@ def terminal_scope(user: str, mode: str = "user") -> str:
     if mode == "global":
         return GLOBAL_SCOPE
     return _join(_direct("terminal", None, user))
+
+
+def thread_scope_channels(config: AppConfig) -> frozenset[str]:
+    """The channels whose threads get a memory of their own (Slack's ``thread_scope``): the agent
+    and a cluster receiver must derive the same scope for the same message."""
+    return frozenset({"slack"} if config.channels.slack.thread_scope else ())
+
+
+@dataclass(frozen=True)
+class TurnIdentity:
+    """Who a turn is for: its session (one per chat and scope), scope and permissions."""
+
+    session_id: str
+    scope: str
+    user: str
+    is_admin: bool

@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 from memory import KnowledgeError, KnowledgeService, MemoryManager, MemoryPathError, SearchResult, WriteWithdrawn
 
-from . import metrics, offload
+from . import offload
+from .ops import metrics
 
 log = logging.getLogger(__name__)
 

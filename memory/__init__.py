@@ -13,36 +13,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .chunker import Chunk, chunk_text
     from .config import DreamSettings, EmbeddingSettings, MemorySettings, RerankSettings, StrictSettings
-    from .conversations import ConversationStore, StoredMessage, session_id
-    from .database import Database
-    from .dream import DeepDream, DreamResult
-    from .embedding import (
-        EmbeddingError,
-        EmbeddingProvider,
-        HashEmbedding,
-        LocalEmbedding,
-        OpenAIEmbedding,
-        make_embedder,
-    )
-    from .flush import Flusher, Summarizer, conversation_text
-    from .flush_jobs import FailingJob, FlushJob
-    from .forgetting import ForgetDeferred, ForgetElsewhere, Forgetter, pending_forget_jobs
-    from .holdings import ScopeFile, scope_files
-    from .indexer import SyncReport
-    from .keyword import count_cjk
-    from .knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
-    from .knowledge_names import KnowledgeError
-    from .line_removal import NothingToForget
-    from .locks import WorkspaceLock, WorkspaceLockTimeout, WriteWithdrawn
-    from .manager import IndexCheck, MemoryManager
-    from .memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
-    from .portability import Portability, PortabilityError, TransferReport
-    from .rerank import Reranker, make_reranker, reranked_order
-    from .retrieval.recall import Recalled
-    from .retrieval.result import Match, SearchResult
-    from .scopes import (
+    from .consolidation.dream import DeepDream, DreamResult
+    from .consolidation.flush import Flusher, Summarizer, conversation_text
+    from .conversations.conversations import ConversationStore, StoredMessage, session_id
+    from .conversations.flush_jobs import FailingJob, FlushJob
+    from .conversations.turns import Turn
+    from .files.line_removal import NothingToForget
+    from .files.locks import WorkspaceLock, WorkspaceLockTimeout, WriteWithdrawn
+    from .files.memory_file import MemoryFile, Version, count_entries, unified_diff, versioned_file
+    from .files.scopes import (
         DAILY_DIR,
         GLOBAL_SCOPE,
         KNOWLEDGE_DIR,
@@ -53,80 +33,100 @@ if TYPE_CHECKING:
         Workspace,
         validate_scope,
     )
-    from .turns import Turn
-    from .vectors import LanceDBBackend, VectorBackend, VectorRow
+    from .index.chunker import Chunk, chunk_text
+    from .index.database import Database
+    from .index.keyword import count_cjk
+    from .index.report import SyncReport
+    from .knowledge.knowledge import KnowledgeNotFound, KnowledgePage, KnowledgeService
+    from .knowledge.knowledge_names import KnowledgeError
+    from .manager import IndexCheck, MemoryManager
+    from .privacy.forgetting import ForgetDeferred, ForgetElsewhere, Forgetter, pending_forget_jobs
+    from .privacy.holdings import ScopeFile, scope_files
+    from .privacy.portability import Portability, PortabilityError, TransferReport
+    from .retrieval.recall import Recalled
+    from .retrieval.rerank import Reranker, make_reranker, reranked_order
+    from .retrieval.result import Match, SearchResult
+    from .vectors.backend import LanceDBBackend, VectorBackend, VectorRow
+    from .vectors.embedding import (
+        EmbeddingError,
+        EmbeddingProvider,
+        HashEmbedding,
+        LocalEmbedding,
+        OpenAIEmbedding,
+        make_embedder,
+    )
 
 #: Public name -> the module (relative to this package) that defines it.
 _HOMES = {
-    "Chunk": "chunker",
-    "chunk_text": "chunker",
+    "Chunk": "index.chunker",
+    "chunk_text": "index.chunker",
     "DreamSettings": "config",
     "EmbeddingSettings": "config",
     "MemorySettings": "config",
     "RerankSettings": "config",
     "StrictSettings": "config",
-    "ConversationStore": "conversations",
-    "FailingJob": "flush_jobs",
-    "FlushJob": "flush_jobs",
-    "StoredMessage": "conversations",
-    "session_id": "conversations",
-    "DeepDream": "dream",
-    "DreamResult": "dream",
-    "EmbeddingError": "embedding",
-    "EmbeddingProvider": "embedding",
-    "HashEmbedding": "embedding",
-    "LocalEmbedding": "embedding",
-    "OpenAIEmbedding": "embedding",
-    "make_embedder": "embedding",
-    "Flusher": "flush",
-    "Summarizer": "flush",
-    "conversation_text": "flush",
-    "ForgetDeferred": "forgetting",
-    "ForgetElsewhere": "forgetting",
-    "Forgetter": "forgetting",
-    "NothingToForget": "line_removal",
-    "pending_forget_jobs": "forgetting",
-    "count_cjk": "keyword",
-    "KnowledgeNotFound": "knowledge",
-    "KnowledgePage": "knowledge",
-    "KnowledgeService": "knowledge",
-    "KnowledgeError": "knowledge_names",
-    "WorkspaceLock": "locks",
-    "WorkspaceLockTimeout": "locks",
-    "WriteWithdrawn": "locks",
+    "ConversationStore": "conversations.conversations",
+    "FailingJob": "conversations.flush_jobs",
+    "FlushJob": "conversations.flush_jobs",
+    "StoredMessage": "conversations.conversations",
+    "session_id": "conversations.conversations",
+    "DeepDream": "consolidation.dream",
+    "DreamResult": "consolidation.dream",
+    "EmbeddingError": "vectors.embedding",
+    "EmbeddingProvider": "vectors.embedding",
+    "HashEmbedding": "vectors.embedding",
+    "LocalEmbedding": "vectors.embedding",
+    "OpenAIEmbedding": "vectors.embedding",
+    "make_embedder": "vectors.embedding",
+    "Flusher": "consolidation.flush",
+    "Summarizer": "consolidation.flush",
+    "conversation_text": "consolidation.flush",
+    "ForgetDeferred": "privacy.forgetting",
+    "ForgetElsewhere": "privacy.forgetting",
+    "Forgetter": "privacy.forgetting",
+    "NothingToForget": "files.line_removal",
+    "pending_forget_jobs": "privacy.forgetting",
+    "count_cjk": "index.keyword",
+    "KnowledgeNotFound": "knowledge.knowledge",
+    "KnowledgePage": "knowledge.knowledge",
+    "KnowledgeService": "knowledge.knowledge",
+    "KnowledgeError": "knowledge.knowledge_names",
+    "WorkspaceLock": "files.locks",
+    "WorkspaceLockTimeout": "files.locks",
+    "WriteWithdrawn": "files.locks",
     "IndexCheck": "manager",
     "MemoryManager": "manager",
-    "MemoryFile": "memory_file",
-    "Version": "memory_file",
-    "count_entries": "memory_file",
-    "unified_diff": "memory_file",
-    "versioned_file": "memory_file",
-    "MemoryPathError": "scopes",
-    "SyncReport": "indexer",
-    "Portability": "portability",
-    "PortabilityError": "portability",
-    "TransferReport": "portability",
-    "Reranker": "rerank",
-    "make_reranker": "rerank",
-    "reranked_order": "rerank",
+    "MemoryFile": "files.memory_file",
+    "Version": "files.memory_file",
+    "count_entries": "files.memory_file",
+    "unified_diff": "files.memory_file",
+    "versioned_file": "files.memory_file",
+    "MemoryPathError": "files.scopes",
+    "SyncReport": "index.report",
+    "Portability": "privacy.portability",
+    "PortabilityError": "privacy.portability",
+    "TransferReport": "privacy.portability",
+    "Reranker": "retrieval.rerank",
+    "make_reranker": "retrieval.rerank",
+    "reranked_order": "retrieval.rerank",
     "SearchResult": "retrieval.result",
     "Match": "retrieval.result",
     "Recalled": "retrieval.recall",
-    "ScopeFile": "holdings",
-    "scope_files": "holdings",
-    "DAILY_DIR": "scopes",
-    "GLOBAL_SCOPE": "scopes",
-    "KNOWLEDGE_DIR": "scopes",
-    "KNOWLEDGE_SCOPE": "scopes",
-    "MEMORY_FILE": "scopes",
-    "ScopeError": "scopes",
-    "Workspace": "scopes",
-    "validate_scope": "scopes",
-    "Database": "database",
-    "Turn": "turns",
-    "LanceDBBackend": "vectors",
-    "VectorBackend": "vectors",
-    "VectorRow": "vectors",
+    "ScopeFile": "privacy.holdings",
+    "scope_files": "privacy.holdings",
+    "DAILY_DIR": "files.scopes",
+    "GLOBAL_SCOPE": "files.scopes",
+    "KNOWLEDGE_DIR": "files.scopes",
+    "KNOWLEDGE_SCOPE": "files.scopes",
+    "MEMORY_FILE": "files.scopes",
+    "ScopeError": "files.scopes",
+    "Workspace": "files.scopes",
+    "validate_scope": "files.scopes",
+    "Database": "index.database",
+    "Turn": "conversations.turns",
+    "LanceDBBackend": "vectors.backend",
+    "VectorBackend": "vectors.backend",
+    "VectorRow": "vectors.backend",
 }
 
 __all__ = [

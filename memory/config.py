@@ -93,7 +93,7 @@ def is_uri(location: str) -> bool:
 
 class RerankSettings(StrictSettings):
     """An optional cross-encoder behind the ``/rerank`` HTTP contract (Cohere, Jina, TEI, Infinity,
-    vLLM); ``base_url`` None (the default) leaves it off. See :mod:`memory.rerank`."""
+    vLLM); ``base_url`` None (the default) leaves it off. See :mod:`memory.retrieval.rerank`."""
 
     base_url: str | None = None
     api_key: str | None = None

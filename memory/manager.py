@@ -19,24 +19,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import MemorySettings
-from .database import Database
-from .embed_cache import EmbeddingCache
-from .embedding import EmbeddingProvider
-from .files import append_text, read_text
-from .indexer import Indexer
-from .keyword_index import KeywordIndex
-from .locks import WorkspaceLock, WriteGuard, check_guard
-from .recall_log import RecallLog
-from .scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
-from .storage import IndexStorage
+from .files.files import append_text, read_text
+from .files.locks import WorkspaceLock, WriteGuard, check_guard
+from .files.scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
+from .index.database import Database
+from .index.indexer import Indexer
+from .index.keyword_index import KeywordIndex
+from .index.storage import IndexStorage
+from .retrieval.recall_log import RecallLog
+from .vectors.embed_cache import EmbeddingCache
+from .vectors.embedding import EmbeddingProvider
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
     import numpy as np
 
-    from .retrieval import Retriever, SearchResult
+    from .retrieval.engine import Retriever
     from .retrieval.recall import Recalled
-    from .vector_cache import VectorCache
-    from .vectors import VectorBackend
+    from .retrieval.result import SearchResult
+    from .vectors.backend import VectorBackend
+    from .vectors.vector_cache import VectorCache
 
 
 #: How much of a message auto-recall searches for (a pasted document is not a question).
@@ -106,21 +107,21 @@ class MemoryManager:
             return self._search
 
     def _build_search_side(self) -> _SearchSide:
-        from .retrieval import Retriever
-        from .vector_cache import VectorCache
+        from .retrieval.engine import Retriever
+        from .vectors.vector_cache import VectorCache
 
         vectors, embedder, settings = self._given_vectors, self.embedder, self.settings
         if embedder is None:
             vectors = None
         elif vectors is None:
-            from .vectors import LanceDBBackend
+            from .vectors.backend import LanceDBBackend
 
             vectors = LanceDBBackend(settings.vectors.uri or self.workspace.vectors_dir, embedder.model_id,
                                      storage_options=settings.vectors.storage_options,
                                      ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
         cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
-        from .rerank import make_reranker
+        from .retrieval.rerank import make_reranker
 
         retriever = Retriever(self.storage, self.embed_cache, self.keywords, settings, embedder=embedder,
                               vectors=vectors, vector_cache=cache, today=self._today,
@@ -252,7 +253,7 @@ class MemoryManager:
     def append_daily(self, scope: str, text: str, *, when: datetime | None = None,
                      only_if: WriteGuard | None = None) -> Path:
         """Append a block to the scope's daily file of ``when`` (default now); returns the file.
-        ``only_if`` is checked under the workspace lock (:class:`~memory.locks.WriteWithdrawn`)."""
+        ``only_if`` is checked under the workspace lock (:class:`~memory.files.locks.WriteWithdrawn`)."""
         when = when or datetime.now()
         target = self.workspace.daily_file(scope, when.strftime("%Y-%m-%d"))
         with self.lock:

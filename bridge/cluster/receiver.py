@@ -25,15 +25,15 @@ from redis.asyncio import Redis
 from channels import Channel, IncomingMessage
 from channels.ordering import ChatLanes
 
-from .. import metrics
-from ..app import Services, thread_scope_channels
 from ..config import AppConfig
-from ..health import Check, channel_check, redis_problem, start_health
 from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, channel_check, redis_problem, start_health
 from ..redaction import redact_url
-from ..runtime import build_channels
-from ..scopes import scope_for
-from ..stopping import stop_on_signals
+from ..scopes import scope_for, thread_scope_channels
+from ..wiring.app import Services
+from ..wiring.runtime import build_channels
+from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
 from .fencing import WATCH_S, LeaseClock
 from .keys import FIELD, Keys, encode_message, shard_of

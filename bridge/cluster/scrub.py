@@ -25,9 +25,8 @@ from typing import Any
 
 from memory import ForgetDeferred
 
-from ..app import thread_scope_channels
 from ..config import AppConfig
-from ..scopes import scope_for
+from ..scopes import scope_for, thread_scope_channels
 from .connection import UNAVAILABLE
 from .keys import FIELD, GROUP, Keys, decode_message, shard_workspace
 

@@ -32,10 +32,11 @@ from channels.ordering import ChatLanes
 from memory import KNOWLEDGE_DIR
 from plugins import PluginRegistry
 
-from .. import metrics, offload
-from ..app import Services
+from .. import offload
 from ..config import AppConfig
-from ..runtime import Bridge, build_plugins
+from ..ops import metrics
+from ..wiring.app import Services
+from ..wiring.runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
 from .fencing import FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config

@@ -27,14 +27,14 @@ from redis.asyncio import Redis
 
 from channels import Channel
 
-from .. import metrics
-from ..app import Services
 from ..config import AppConfig
-from ..health import Check, redis_problem, start_health, workspace_checks
 from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, redis_problem, start_health, workspace_checks
 from ..redaction import redact_url
-from ..runtime import build_channels
-from ..stopping import stop_on_signals
+from ..wiring.app import Services
+from ..wiring.runtime import build_channels
+from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
 from .fencing import WATCH_S, ShardFence
 from .keys import Keys

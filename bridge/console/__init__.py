@@ -17,9 +17,9 @@ from pathlib import Path
 from aiohttp import web
 
 from .. import offload
-from ..app import Services
-from ..health import index_problem, start_health
 from ..logs import STATUS_LOGGER
+from ..ops.health import index_problem, start_health
+from ..wiring.app import Services
 from .api import SERVICES, json_errors, routes
 from .security import ConsoleError, add_security_headers, auth_middleware, check_settings
 

@@ -18,7 +18,7 @@ from aiohttp import web
 from memory import KnowledgeError, KnowledgeNotFound, MemoryPathError, ScopeError
 
 from .. import offload
-from ..app import Services
+from ..wiring.app import Services
 from . import recalls, views
 from .security import API_PREFIX, Handler, Role, json_error, role_for
 from .status import status_view

@@ -4,7 +4,7 @@ Pages hold whatever a chat or a model wrote, so the HTML is built to be inert wh
 raw HTML in the markdown is escaped (markdown-it's ``html`` option is off), link schemes other than
 http(s) and mailto are refused (``javascript:``, ``data:``… stay text), and images are not loaded
 (an image is shown as its link). Links to other pages, ``[[wiki]]`` or relative ``page.md``, resolve
-by the knowledge base's own rules (:meth:`memory.knowledge.KnowledgeService.link_resolver`) and
+by the knowledge base's own rules (:meth:`memory.knowledge.knowledge.KnowledgeService.link_resolver`) and
 carry a ``data-page`` attribute and an address of the console (``#/knowledge/<category>/<slug>``),
 and a ``[[link]]`` without a label reads as the page's title; a link to no page is marked dead.
 """

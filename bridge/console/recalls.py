@@ -1,6 +1,6 @@
 """The console's view of auto-recall: per turn, what was put before the model, and why.
 
-The recall log keeps no text (:mod:`memory.recall_log`): the person's message is read from the
+The recall log keeps no text (:mod:`memory.retrieval.recall_log`): the person's message is read from the
 conversation store, and each recalled entry's lines from its file, shown only while they still
 hash as they did when recalled (``"text": null`` and ``"changed": true`` after an edit or a forget).
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from memory import MemoryPathError
 
-from ..app import Services
 from ..overview import iso_time
+from ..wiring.app import Services
 from .views import existing_scope
 
 JSON = dict[str, Any]

@@ -2,7 +2,7 @@
 
 The console is often a process of its own (``membridge console``), so nothing here comes from the
 bot's in-process counters: turns and their outcomes, model latencies and each scope's tokens come
-from the usage book (:mod:`bridge.usage`), the flush backlog from the jobs table, the nightly pass
+from the usage book (:mod:`bridge.ops.usage`), the flush backlog from the jobs table, the nightly pass
 from the index's meta. Times are ISO 8601 with their offset; the page draws them in the browser's
 own time zone.
 """
@@ -13,8 +13,8 @@ import time
 from datetime import UTC, date, datetime
 from typing import Any
 
-from ..app import Services
-from ..usage import percentile
+from ..ops.usage import percentile
+from ..wiring.app import Services
 
 HOURS = 24
 

@@ -6,7 +6,7 @@ package's own ``ScopeError``/``MemoryPathError``/``KnowledgeError``), which the 
 
 Files the console can edit (MEMORY.md, a daily file) are served with the SHA-256 of their bytes; an
 edit names that hash as its base and is refused (409) when the file has changed since, so nobody
-overwrites what they have not seen. Both keep a version for every edit (``memory.memory_file.MemoryFile``),
+overwrites what they have not seen. Both keep a version for every edit (``memory.files.memory_file.MemoryFile``),
 listed with the file, shown as a diff and revertible.
 """
 
@@ -32,8 +32,8 @@ from memory import (
     validate_scope,
 )
 
-from ..app import Services
 from ..overview import dated_files, iso_time, scope_overview
+from ..wiring.app import Services
 from .changes import plain_changes
 
 MAX_SEARCH_LIMIT = 100

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
-from bridge import metrics, offload
+from bridge import offload
 from bridge.config import AppConfig
 from bridge.llm import LLMClient, LLMError
+from bridge.ops import metrics
+from bridge.scopes import TurnIdentity
 from channels import Attachment, AttachmentError, AttachmentTooLarge, IncomingMessage, Reply
 from memory import KnowledgeService, MemoryManager
 
@@ -23,9 +24,6 @@ from . import documents, notes, photos
 from .audio_length import measured_seconds
 from .keep import keep_bytes
 from .speech import SpeechError, Transcriber
-
-if TYPE_CHECKING:  # the agent imports this package's photos module
-    from bridge.agent import TurnIdentity
 
 README_SECTION = 'README "Voice, photos and files"'
 VOICE_OFF = f"Voice notes are off: set speech.model (and speech.base_url) in config.yaml ({README_SECTION})."

@@ -1,9 +1,5 @@
-"""Retrieval: find the memories that answer a question (the rules are in :mod:`.scoring`)."""
+"""Retrieval: find the memories that answer a question (the rules are in :mod:`.scoring`), rerank, recall.
 
-from __future__ import annotations
-
-from .engine import Retriever
-from .result import SearchResult
-from .timewindow import TimeWindow, find_window
-
-__all__ = ["Retriever", "SearchResult", "TimeWindow", "find_window"]
+Also the recall log: what auto-recall put before the model, per turn, for the console.
+May import ``config``, ``files/``, ``index/`` and ``vectors/``; never the manager.
+"""

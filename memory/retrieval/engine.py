@@ -1,7 +1,7 @@
 """Hybrid search: gather candidates from every side, score them (:mod:`.scoring`), keep the best.
 
 Candidates are chunks, from three places, each at most ``memory.candidates`` (or ``limit × 4``)
-deep: the chunks holding the nearest entries (:mod:`memory.entries`: one vector per note, searched
+deep: the chunks holding the nearest entries (:mod:`memory.index.entries`: one vector per note, searched
 exactly from RAM when the scopes fit the vector cache, else in LanceDB), the keyword index (BM25
 over the question's content words, :mod:`.querytext`), and, when the question names a time window,
 the chunks of the daily files dated inside it. Every candidate is then scored on both sides: its
@@ -19,21 +19,21 @@ from datetime import date
 
 import numpy as np
 
-from ..chunker import embedding_text
 from ..config import MemorySettings
-from ..embed_cache import EmbeddingCache
-from ..embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
-from ..entries import EntryRow
-from ..keyword_index import KeywordIndex
-from ..rerank import Reranker, reranked_order
-from ..scopes import DAILY_DIR, KNOWLEDGE_SCOPE
-from ..storage import IndexStorage, StoredChunk
-from ..vector_cache import VectorCache
-from ..vectors import VectorBackend
+from ..files.scopes import DAILY_DIR, KNOWLEDGE_SCOPE
+from ..index.chunker import embedding_text
+from ..index.entries import EntryRow
+from ..index.keyword_index import KeywordIndex
+from ..index.storage import IndexStorage, StoredChunk
+from ..vectors.backend import VectorBackend
+from ..vectors.embed_cache import EmbeddingCache
+from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
+from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .matches import EntryScore, add_matches
 from .passages import assemble
 from .querytext import coverage, keyword_text, query_terms
+from .rerank import Reranker, reranked_order
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
 from .updates import DEPTH, promote_updates
@@ -112,7 +112,7 @@ class Retriever:
 
     def _rerank(self, query: str, ranked: list[tuple[str, SearchResult]]) -> list[tuple[str, SearchResult]]:
         """The best ``memory.rerank.top_n`` re-ordered by the remote reranker (``rerank_score``); on
-        its failure (logged once by :mod:`memory.rerank`) the order stays as it was."""
+        its failure (logged once by :mod:`memory.retrieval.rerank`) the order stays as it was."""
         assert self.reranker is not None
         head, tail = ranked[: self.settings.rerank.top_n], ranked[self.settings.rerank.top_n :]
         scores = self.reranker.rerank(query, [embedding_text(r.text) for _, r in head]) if head else None

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..entries import EntryRow
-from ..storage import StoredChunk
+from ..index.entries import EntryRow
+from ..index.storage import StoredChunk
 from .result import Match, SearchResult
 
 MAX_MATCHES = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 
-from ..chunker import embedding_text
+from ..index.chunker import embedding_text
 
 #: What a person is shown of one result by default: enough for two or three notes.
 SHOWN_CHARS = 600
@@ -13,7 +13,7 @@ SHOWN_CHARS = 600
 
 @dataclass
 class Match:
-    """One entry of a result that answers the question (:mod:`memory.entries`), lines of the file."""
+    """One entry of a result that answers the question (:mod:`memory.index.entries`), lines of the file."""
 
     start_line: int
     end_line: int

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from ..config import MemorySettings
-from ..scopes import KNOWLEDGE_SCOPE, dated_file_date
+from ..files.scopes import KNOWLEDGE_SCOPE, dated_file_date
 from .timewindow import TimeWindow
 
 _ISO_DATE_RE = re.compile(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b")

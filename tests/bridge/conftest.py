@@ -10,7 +10,7 @@ from fakes.telegram_server import TOKEN, FakeTelegram
 from support.bot import make_services
 from support.ports import free_port
 
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.runtime import Bridge, build_plugins
 from channels.telegram import TelegramChannel
 
 

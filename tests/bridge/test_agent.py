@@ -110,7 +110,7 @@ async def test_an_llm_failure_gives_a_clear_reply_and_loses_nothing(services, fa
 async def test_a_wrong_key_is_explained_without_leaking_it(tmp_path, fake_llm) -> None:
     from support.bot import make_config
 
-    from bridge.app import Services
+    from bridge.wiring.app import Services
 
     config = make_config(tmp_path / "ws", fake_llm.base_url)
     config.llm.api_key = "sk-secretsecretsecret"

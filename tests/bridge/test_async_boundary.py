@@ -25,8 +25,8 @@ from support.loop_clock import LoopClock, LoopIO
 from support.sqlite_locker import SCRIPT as LOCKER_SCRIPT
 
 from bridge import offload
-from bridge.runtime import Bridge
-from bridge.timer import DailyTimer
+from bridge.wiring.runtime import Bridge
+from bridge.wiring.timer import DailyTimer
 from memory import DreamSettings
 from plugins import PluginRegistry
 from plugins.builtin.commands import CommandsPlugin

@@ -127,8 +127,8 @@ async def test_doctor_fails_on_a_model_the_server_lacks(config_file, fake_llm) -
 
 
 async def test_doctor_names_a_flush_job_that_keeps_failing(config_file) -> None:
-    from bridge.app import Services
     from bridge.config import load_config
+    from bridge.wiring.app import Services
     from memory import Turn
 
     config = config_file("http://127.0.0.1:9/v1")
@@ -257,7 +257,7 @@ async def test_version_and_help_without_a_command() -> None:
 
 
 def test_every_command_has_a_description_and_an_example(capsys) -> None:
-    from bridge.cli import main
+    from bridge.cli.main import main
 
     commands = [["run"], ["chat"], ["console"], ["doctor"]] + [["memory", name] for name in (
         "sync", "search", "get", "add", "dream", "stats", "history", "revert")] + [["knowledge", name] for name in (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from memory.forgetting import SCHEMA as FORGET_SCHEMA
+from memory.privacy.forgetting import SCHEMA as FORGET_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "Quaffelbrink"
@@ -86,8 +86,8 @@ def test_any_command_first_finishes_a_forget_a_crash_left_recorded(tmp_path: Pat
 
 
 def _services(config: Path):  # type: ignore[no-untyped-def]
-    from bridge.app import Services
     from bridge.config import load_config
+    from bridge.wiring.app import Services
 
     return Services(load_config(str(config)))
 

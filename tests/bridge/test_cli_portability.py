@@ -12,8 +12,8 @@ from pathlib import Path
 
 from support.cli import ROOT, membridge
 
-from bridge.app import Services
 from bridge.config import load_config
+from bridge.wiring.app import Services
 from memory import Turn
 
 TOKEN = "quokka-ledger-5521"

@@ -15,9 +15,9 @@ import pytest
 from support.bot import dm, is_summary_request, make_config, make_services
 from support.channel import RecordingChannel
 
-from bridge.app import Services
 from bridge.llm import LLMClient, LLMResponse
-from bridge.runtime import Bridge
+from bridge.wiring.app import Services
+from bridge.wiring.runtime import Bridge
 from memory import Turn
 from plugins import PluginRegistry
 from plugins.builtin.commands import CommandsPlugin

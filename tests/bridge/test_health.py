@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.health import HealthServer
+from bridge.ops.health import HealthServer
 
 
 @pytest.fixture

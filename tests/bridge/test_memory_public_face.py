@@ -1,4 +1,4 @@
-"""``bridge`` and ``plugins`` use the memory package only through its public face (memory/__init__.py):
+"""``bridge``, ``channels`` and ``plugins`` use the memory package only through its public face (memory/__init__.py):
 a deep import (``from memory.storage import …``) ties them to the core's inner layout, which the
 core must stay free to change. The scan reads the source (AST), so a lazy import inside a function
 counts too."""
@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _memory_imports() -> list[tuple[str, int, str, list[str]]]:
-    """(file, line, module, names) of every import of memory or a memory module in bridge/ and plugins/."""
+    """(file, line, module, names) of every import of memory or a memory module in bridge/, channels/ and plugins/."""
     found = []
-    for package in ("bridge", "plugins"):
+    for package in ("bridge", "channels", "plugins"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 where = str(path.relative_to(ROOT))
@@ -29,7 +29,7 @@ def _memory_imports() -> list[tuple[str, int, str, list[str]]]:
     return found
 
 
-def test_bridge_and_plugins_import_no_private_memory_module() -> None:
+def test_bridge_channels_and_plugins_import_no_private_memory_module() -> None:
     imports = _memory_imports()
     assert imports, "the scan found no memory import at all: it is looking in the wrong place"
     deep = [f"{file}:{line}: {module}" for file, line, module, _ in imports if module != "memory"]

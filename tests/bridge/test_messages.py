@@ -10,7 +10,7 @@ from support.bot import dm, make_services
 
 from bridge.messages import history, to_message, to_turn
 from memory import Database, Turn
-from memory.conversations import ConversationStore
+from memory.conversations.conversations import ConversationStore
 
 CALLS = [{"id": "call_1", "type": "function",
           "function": {"name": "memory_search", "arguments": json.dumps({"query": "猫"})}}]

@@ -120,7 +120,7 @@ async def test_readyz_says_which_check_fails_and_recovers_while_healthz_stays_al
 def test_the_index_is_counted_per_scope_kind_never_per_scope(tmp_path) -> None:
     from support.bot import make_services
 
-    from bridge.metrics import WorkspaceCollector, scope_kind
+    from bridge.ops.metrics import WorkspaceCollector, scope_kind
 
     assert [scope_kind(s) for s in ("telegram-42", "telegram-chat--100", "slack-T1-U2", "slack-channel-T1-C9",
                                     "terminal-alice", "global", "knowledge")] == [

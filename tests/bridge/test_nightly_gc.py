@@ -60,7 +60,7 @@ async def test_nightly_prunes_old_usage_rows_and_records_its_success_only_when_e
         tmp_path, fake_llm, monkeypatch) -> None:
     from datetime import datetime, timedelta
 
-    from bridge.usage import TurnRecord
+    from bridge.ops.usage import TurnRecord
 
     fake_llm.responder = answer
     services = make_services(tmp_path / "ws", fake_llm.base_url, memory=NO_DREAM, usage={"keep_days": 30})

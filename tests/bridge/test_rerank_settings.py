@@ -7,7 +7,7 @@ import pytest
 from bridge.config import ConfigError, parse_config
 from bridge.logs import config_secrets
 from memory.config import MemorySettings
-from memory.rerank import Reranker, make_reranker
+from memory.retrieval.rerank import Reranker, make_reranker
 
 
 def test_settings_default_to_off_and_errors_name_the_key() -> None:

@@ -13,7 +13,7 @@ from support.bot import dm, make_services
 from support.channel import RecordingChannel
 
 from bridge.conversation import session_key
-from bridge.runtime import Bridge
+from bridge.wiring.runtime import Bridge
 from plugins import Action, EventContext, Plugin, PluginRegistry
 
 

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from bridge.stopping import until_stopped
+from bridge.wiring.stopping import until_stopped
 
 WATCHDOG_S = 10.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
-from bridge.timer import DailyTimer
+from bridge.wiring.timer import DailyTimer
 from memory import DreamSettings
 
 

@@ -7,8 +7,8 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from bridge.cli import main
-from bridge.usage import TurnRecord, UsageBook
+from bridge.cli.main import main
+from bridge.ops.usage import TurnRecord, UsageBook
 from memory import Database
 
 TODAY = date.today()

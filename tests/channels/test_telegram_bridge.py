@@ -17,7 +17,7 @@ from support.bot import make_services
 from support.media import echo_summary
 
 from bridge.media.photos import DESCRIBE
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.runtime import Bridge, build_plugins
 from channels.telegram import TelegramChannel
 
 

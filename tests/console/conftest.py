@@ -12,7 +12,7 @@ from support.bot import make_services
 from support.browser import DESKTOP, chromium, serve_console
 from support.console_data import DEMO_DAYS, DEMO_DREAM, DEMO_MEMORY, DEMO_PAGES, TOKENS, V1, V2, days_ago, write
 
-from bridge.app import Services
+from bridge.wiring.app import Services
 
 
 @pytest.fixture

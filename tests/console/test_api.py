@@ -22,12 +22,12 @@ from fakes import HANG_GUARD_S
 from support.bot import make_services
 from support.ports import free_port
 
-from bridge.app import Services
 from bridge.console import ConsoleError, create_app, serve, start_in_background
 from bridge.console.views import iso_time
+from bridge.wiring.app import Services
 from memory import Turn
-from memory.knowledge import KnowledgeService
-from memory.memory_file import unified_diff
+from memory.files.memory_file import unified_diff
+from memory.knowledge.knowledge import KnowledgeService
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = {"Authorization": "Bearer read-tok"}

@@ -20,7 +20,7 @@ from selenium.webdriver.support.ui import Select
 from support.browser import absent, no_severe_errors, preview_line_edit, shot, text_in, visible, wait
 from support.console_data import V1, V2, write
 
-from bridge.app import Services
+from bridge.wiring.app import Services
 
 
 def _open(browser: WebDriver, url: str, token: str, address: str = "") -> None:
@@ -316,7 +316,7 @@ def test_the_status_page_draws_the_bots_records_as_charts(browser: WebDriver, co
                                                           services: Services) -> None:
     from datetime import datetime, timedelta
 
-    from bridge.usage import TurnRecord
+    from bridge.ops.usage import TurnRecord
 
     now = datetime.now()
     for minutes, scope, outcome, tokens in [(5, "telegram-1", "answered", (900, 100)), (6, "telegram-1", "answered", (300, 50)),

@@ -14,9 +14,9 @@ from fakes.openai_server import FakeOpenAI
 from support.bot import make_services
 from support.cli import membridge
 
-from bridge.app import Services
 from bridge.config import load_config
 from bridge.console import create_app
+from bridge.wiring.app import Services
 
 READ = {"Authorization": "Bearer read-tok"}
 SCOPE = "terminal-alice"

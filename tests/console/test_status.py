@@ -12,10 +12,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from support.bot import make_services
 
-from bridge.app import NIGHTLY_RUN_KEY, NIGHTLY_SUCCESS_KEY, Services
 from bridge.console import create_app
 from bridge.console.status import status_view
-from bridge.usage import TurnRecord
+from bridge.ops.usage import TurnRecord
+from bridge.wiring.app import NIGHTLY_RUN_KEY, NIGHTLY_SUCCESS_KEY, Services
 
 NOW = datetime(2026, 12, 7, 10, 30, tzinfo=UTC).timestamp()
 

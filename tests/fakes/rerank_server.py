@@ -1,6 +1,6 @@
 """A stand-in for a ``/rerank`` server (Cohere, Jina, Infinity, vLLM; or Hugging Face TEI).
 
-Tests talk to it with the real httpx client through :class:`memory.rerank.Reranker`. It scores a
+Tests talk to it with the real httpx client through :class:`memory.retrieval.rerank.Reranker`. It scores a
 document by a rule a test can work out by hand: the share of the query's words the document holds
 (lower-cased, split on anything that is not a letter or digit). It serves ``/rerank`` and
 ``/v1/rerank``, records every request (path, Authorization header, JSON body), and can be told to

@@ -17,13 +17,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support.forgetting import plant  # noqa: E402
 
-import memory.forgetting as forgetting  # noqa: E402
+import memory.privacy.forgetting as forgetting  # noqa: E402
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace  # noqa: E402
-from memory.conversations import ConversationStore  # noqa: E402
-from memory.database import Database  # noqa: E402
-from memory.indexer import Indexer  # noqa: E402
-from memory.memory_file import MemoryFile  # noqa: E402
-from memory.vectors import LanceDBBackend  # noqa: E402
+from memory.conversations.conversations import ConversationStore  # noqa: E402
+from memory.files.memory_file import MemoryFile  # noqa: E402
+from memory.index.database import Database  # noqa: E402
+from memory.index.indexer import Indexer  # noqa: E402
+from memory.vectors.backend import LanceDBBackend  # noqa: E402
 
 TOKEN = "Zorblaxquint"
 #: Steps of a forget or an erase, roughly in order (``wipe`` and after: the job row holds no text).

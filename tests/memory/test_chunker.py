@@ -5,7 +5,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.chunker import chunk_text, embedding_text
+from memory.index.chunker import chunk_text, embedding_text
 
 
 def test_lines_are_one_based_and_inclusive() -> None:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from memory import Database
-from memory.conversations import ConversationStore
-from memory.turns import Turn
+from memory.conversations.conversations import ConversationStore
+from memory.conversations.turns import Turn
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from support.sqlite_locker import write_lock_held
 
-import memory.database as database
+import memory.index.database as database
 from memory import Turn
-from memory.conversations import ConversationStore
-from memory.database import Database
+from memory.conversations.conversations import ConversationStore
+from memory.index.database import Database
 
 
 class _Seen(logging.Handler):
@@ -34,7 +34,7 @@ def test_a_write_waits_out_a_lock_held_past_the_busy_timeout(tmp_path: Path, mon
     store = ConversationStore(Database(tmp_path / "index.db"))
     store.ensure_session("alice|chat", "alice")
     waiting = _Seen("still waiting for the write lock")
-    logging.getLogger("memory.database").addHandler(waiting)
+    logging.getLogger("memory.index.database").addHandler(waiting)
     outcome: dict[str, object] = {}
 
     def write() -> None:
@@ -52,6 +52,6 @@ def test_a_write_waits_out_a_lock_held_past_the_busy_timeout(tmp_path: Path, mon
             release()
         writer.join(60)
     finally:
-        logging.getLogger("memory.database").removeHandler(waiting)
+        logging.getLogger("memory.index.database").removeHandler(waiting)
     assert outcome == {"seqs": [1]}
     assert [t.text for t in store.messages_between("alice|chat", 1, 1)] == ["hello"]

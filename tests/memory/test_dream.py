@@ -9,10 +9,10 @@ import pytest
 from support.files import write
 
 from memory import DreamSettings
-from memory.conversations import ConversationStore
-from memory.dream import DeepDream, parse_dream_output
-from memory.forgetting import Forgetter
-from memory.memory_file import count_entries
+from memory.consolidation.dream import DeepDream, parse_dream_output
+from memory.conversations.conversations import ConversationStore
+from memory.files.memory_file import count_entries
+from memory.privacy.forgetting import Forgetter
 
 DAY = date(2026, 12, 2)
 

@@ -15,7 +15,7 @@ WRITER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from memory.files import atomic_write
+from memory.files.files import atomic_write
 target = Path(sys.argv[1])
 versions = [("- old fact\\n" * 40000).encode(), ("- new fact\\n" * 45000).encode()]
 print("READY", flush=True)

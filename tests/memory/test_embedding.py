@@ -10,7 +10,7 @@ from fakes.openai_server import FakeOpenAI
 from support.files import write
 
 from memory import EmbeddingError, EmbeddingSettings, MemoryManager, MemorySettings, OpenAIEmbedding, make_embedder
-from memory.embedding import LocalEmbedding
+from memory.vectors.embedding import LocalEmbedding
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memory.chunker import chunk_text
-from memory.entries import Entry, chunk_entries, entry_text, split_entries
+from memory.index.chunker import chunk_text
+from memory.index.entries import Entry, chunk_entries, entry_text, split_entries
 
 
 def test_a_daily_block_is_one_entry_per_note_with_its_continuation_lines() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import files
+from memory.files import files
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import pytest
 from support.forgetting import ForgetAt, occurrences, plant
 
 from memory import DreamSettings, MemoryManager, Turn
-from memory.conversations import ConversationStore, FlushJob
-from memory.dream import DeepDream
-from memory.flush import Flusher, conversation_text
-from memory.forgetting import Forgetter, NothingToForget
-from memory.memory_file import MemoryFile
+from memory.consolidation.dream import DeepDream
+from memory.consolidation.flush import Flusher, conversation_text
+from memory.conversations.conversations import ConversationStore, FlushJob
+from memory.files.memory_file import MemoryFile
+from memory.privacy.forgetting import Forgetter, NothingToForget
 
 ASCII = "Zorblaxquint"
 CHINESE = "紫藤萝瀑布"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from memory import Database, DreamSettings, Turn
-from memory.conversations import ConversationStore
-from memory.dream import DeepDream
+from memory.consolidation.dream import DeepDream
+from memory.conversations.conversations import ConversationStore
 
 DAY = 86400.0
 

@@ -1,4 +1,4 @@
-"""A sync's indexing passes end to end (memory/indexer.py): failures that write nothing, batched and
+"""A sync's indexing passes end to end (memory/index/indexer.py): failures that write nothing, batched and
 cached embedding, the trigram queue and its background fill, the stale-scope checks a search makes,
 and the workspace lock a sync holds (and does not hold) — real SQLite with FTS5, real LanceDB, files
 on disk."""
@@ -13,8 +13,9 @@ from datetime import datetime
 import pytest
 from support.files import write
 
-from memory import EmbeddingError, HashEmbedding, MemoryManager, scan
-from memory.indexer import Indexer
+from memory import EmbeddingError, HashEmbedding, MemoryManager
+from memory.index import scan
+from memory.index.indexer import Indexer
 
 
 def paths(results: list) -> list[tuple[str, int]]:

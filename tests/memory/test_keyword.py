@@ -5,7 +5,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.keyword import bm25_to_score, build_query, common_tokens, segment
+from memory.index.keyword import bm25_to_score, build_query, common_tokens, segment
 
 
 def test_segment_keeps_words_and_makes_cjk_bigrams_then_characters() -> None:

@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 from memory import chunk_text
-from memory.chunker import text_hash
-from memory.database import Database
-from memory.keyword_index import KeywordIndex
-from memory.storage import FileRecord, IndexStorage
+from memory.index.chunker import text_hash
+from memory.index.database import Database
+from memory.index.keyword_index import KeywordIndex
+from memory.index.storage import FileRecord, IndexStorage
 
 
 @pytest.fixture

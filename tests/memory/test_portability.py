@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from memory import MemoryManager, Turn
-from memory.archive import MAX_MEMBERS
-from memory.conversations import ConversationStore
-from memory.memory_file import MemoryFile
-from memory.portability import Portability, PortabilityError
-from memory.scope_conversations import ScopeConversations
+from memory.conversations.conversations import ConversationStore
+from memory.conversations.scope_conversations import ScopeConversations
+from memory.files.memory_file import MemoryFile
+from memory.privacy.archive import MAX_MEMBERS
+from memory.privacy.portability import Portability, PortabilityError
 
 SCOPE = "telegram-42"
 TOKEN = "zebra-lantern-4711"
@@ -214,7 +214,7 @@ def test_a_failing_export_leaves_no_zip_and_keeps_an_old_one_whole(portability: 
         yield {"chat": "x"}
         raise OSError("disk full")
 
-    monkeypatch.setattr("memory.scope_conversations.ScopeConversations.messages", broken)
+    monkeypatch.setattr("memory.conversations.scope_conversations.ScopeConversations.messages", broken)
     with pytest.raises(OSError, match="disk full"):
         portability.export(SCOPE, target)
     assert target.read_bytes() == b"the previous export"

@@ -20,7 +20,7 @@ import pytest
 from fakes.rerank_server import FakeReranker, Fault, Verbatim
 
 from memory.config import RerankSettings
-from memory.rerank import Reranker, endpoint_url, make_reranker, reranked_order
+from memory.retrieval.rerank import Reranker, endpoint_url, make_reranker, reranked_order
 
 KEY = "sk-rerank-secret-0123"
 QUERY = "when is the user's birthday"
@@ -195,7 +195,7 @@ async def test_a_422_not_about_texts_is_a_failure_not_a_switch(fake: FakeReranke
 
 
 def test_building_a_reranker_does_not_import_httpx() -> None:
-    code = ("import sys; from memory.config import RerankSettings; from memory.rerank import make_reranker; "
+    code = ("import sys; from memory.config import RerankSettings; from memory.retrieval.rerank import make_reranker; "
             "make_reranker(RerankSettings(base_url='http://127.0.0.1:9')); print('httpx' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=True)

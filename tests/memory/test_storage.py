@@ -12,13 +12,14 @@ import pytest
 from fakes import HANG_GUARD_S
 from support.sqlite_locker import write_lock_held
 
-from memory import chunk_text, keyword_index
-from memory.chunker import text_hash
-from memory.database import Database
-from memory.embed_cache import EmbeddingCache
-from memory.keyword import build_query
-from memory.keyword_index import KeywordIndex
-from memory.storage import FileRecord, IndexStorage
+from memory import chunk_text
+from memory.index import keyword_index
+from memory.index.chunker import text_hash
+from memory.index.database import Database
+from memory.index.keyword import build_query
+from memory.index.keyword_index import KeywordIndex
+from memory.index.storage import FileRecord, IndexStorage
+from memory.vectors.embed_cache import EmbeddingCache
 
 WORDS = [f"w{i}" for i in range(60)] + ["rare", "alicesecret"]
 
@@ -93,7 +94,7 @@ def test_generations_count_changes_per_scope(embed_cache) -> None:
 
 @pytest.mark.parametrize("scan_over", [5000, 0])  # lookups, and one scan of the model's cache
 def test_scope_vectors_are_the_embedded_entries_of_the_model(storage, embed_cache, monkeypatch, scan_over) -> None:
-    monkeypatch.setattr("memory.embed_cache.SCAN_VECTORS_OVER", scan_over)
+    monkeypatch.setattr("memory.vectors.embed_cache.SCAN_VECTORS_OVER", scan_over)
     rows = storage.db.query("SELECT id, text_hash FROM entries WHERE scope = 'alice' ORDER BY rowid")
     assert len(rows) >= 2
     vectors = {h: np.full(4, float(i), dtype=np.float32) for i, (_id, h) in enumerate(rows)}

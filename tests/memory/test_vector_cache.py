@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from support.files import write
 
 from memory import KNOWLEDGE_SCOPE, HashEmbedding
-from memory.embedding import normalise
-from memory.vector_cache import ScopeBlock, VectorCache, _top
+from memory.vectors.embedding import normalise
+from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
 
 DIM = 16
 

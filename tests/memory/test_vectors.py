@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory.embedding import normalise
-from memory.vectors import LanceDBBackend, VectorRow
+from memory.vectors.backend import LanceDBBackend, VectorRow
+from memory.vectors.embedding import normalise
 
 DIM = 16
 

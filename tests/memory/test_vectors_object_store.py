@@ -12,9 +12,9 @@ from support.forgetting import plant
 from support.object_store import Bucket, s3_bucket
 
 from memory import HashEmbedding, MemoryManager, MemorySettings, Workspace
-from memory.conversations import ConversationStore
-from memory.forgetting import Forgetter
-from memory.memory_file import MemoryFile
+from memory.conversations.conversations import ConversationStore
+from memory.files.memory_file import MemoryFile
+from memory.privacy.forgetting import Forgetter
 
 TOKEN = "Zorblaxquint"
 TODAY = date(2026, 12, 2)

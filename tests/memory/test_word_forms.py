@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.word_forms import forms
+from memory.index.word_forms import forms
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bridge.app import Services
 from bridge.config import parse_config
+from bridge.wiring.app import Services
 from channels import IncomingMessage
 
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from memory import MemoryManager, Turn, WorkspaceLock
-from memory.forgetting import Forgetter
+from memory.privacy.forgetting import Forgetter
 
 
 def plant(manager: MemoryManager, forgetter: Forgetter, scope: str, token: str) -> None:

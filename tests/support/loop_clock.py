@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from memory.database import Database
-from memory.locks import WorkspaceLock
+from memory.files.locks import WorkspaceLock
+from memory.index.database import Database
 
 
 def _schedstat(fd: int) -> tuple[float, float]:
@@ -119,7 +119,7 @@ _OURS = tuple(str(_ROOT / package) + "/" for package in ("memory", "bridge", "ch
 class LoopIO:
     """Records every time our code touches SQLite, the workspace lock or a file on the loop's thread:
     none of these may run there (they wait on disks and on other processes), however fast they are
-    today. Patches :class:`memory.database.Database`, :class:`memory.locks.WorkspaceLock` and ``open``
+    today. Patches :class:`memory.index.database.Database`, :class:`memory.files.locks.WorkspaceLock` and ``open``
     through ``monkeypatch`` while the test runs."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from bridge.messages import to_message
-from bridge.runtime import Bridge
+from bridge.wiring.runtime import Bridge
 from channels import IncomingMessage
 from support.attachments import MemoryAttachment
 from support.bot import dm, is_summary_request

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fakes.openai_server import FakeOpenAI
 
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.runtime import Bridge, build_plugins
 from support.bot import make_services
 from support.channel import RecordingChannel
 

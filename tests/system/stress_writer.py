@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bridge.app import Services
 from bridge.config import load_config
-from memory.memory_file import MemoryChanged
+from bridge.wiring.app import Services
+from memory.files.memory_file import MemoryChanged
 
 PACE_S = 0.05  # load shaping only (nothing waits on it): a write every 50 ms leaves the lock to the bot too
 

@@ -49,8 +49,8 @@ async def membridge(cfg: Path, *args: str, kill_after: float | None = None) -> t
 
 async def answers(cfg: Path) -> dict[str, list]:
     """What the index answers, read in-process (no sync first: the index as the killed runs left it)."""
-    from bridge.app import Services
     from bridge.config import load_config
+    from bridge.wiring.app import Services
 
     services = Services(load_config(str(cfg)))
 
@@ -91,7 +91,7 @@ import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from memory import Database, Turn
-from memory.conversations import ConversationStore
+from memory.conversations.conversations import ConversationStore
 store = ConversationStore(Database(Path(sys.argv[1])))
 store.ensure_session("s", "alice")
 n = int(sys.argv[2])
@@ -106,7 +106,7 @@ while True:
 async def test_killed_appends_lose_no_committed_message_and_duplicate_none(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     from memory import Database
-    from memory.conversations import ConversationStore
+    from memory.conversations.conversations import ConversationStore
 
     committed: list[tuple[int, int]] = []
     for _ in range(5):

@@ -18,9 +18,9 @@ import pytest
 from support.bot import dm, make_config
 from support.channel import RecordingChannel
 
-from bridge.app import Services
 from bridge.llm import LLMClient, LLMResponse
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.app import Services
+from bridge.wiring.runtime import Bridge, build_plugins
 from channels import IncomingMessage, Reply
 
 CHATS, MESSAGES, LLM_DELAY_S = 200, 20, 0.05

@@ -45,11 +45,11 @@ from support.bot import dm, group
 from support.channel import RecordingChannel
 from support.loop_clock import LoopClock, LoopIO
 
-from bridge.app import Services
 from bridge.config import load_config
-from bridge.runtime import Bridge, build_plugins
+from bridge.wiring.app import Services
+from bridge.wiring.runtime import Bridge, build_plugins
 from channels import IncomingMessage
-from memory.memory_file import MemoryFile
+from memory.files.memory_file import MemoryFile
 
 SEED = int(os.environ.get("STRESS_SEED", "20261204"))
 TURNS_PER_CHAT = 20

@@ -17,7 +17,7 @@ from support.cluster import Role, cluster_config, wait_all
 from bridge.cluster.keys import Keys, shard_of
 from bridge.cluster.leases import holder_pid
 from bridge.scopes import scope_for
-from bridge.worker import SUMMARY_PROMPT
+from bridge.wiring.worker import SUMMARY_PROMPT
 from channels import IncomingMessage
 
 pytestmark = pytest.mark.slow

@@ -29,8 +29,8 @@ from support.cluster import Role, cluster_config, wait_all
 from support.tcp_proxy import TcpProxy
 
 from bridge.media.notes import SUMMARIZE
-from bridge.worker import SUMMARY_PROMPT
-from memory.dream import DREAM_PROMPT
+from bridge.wiring.worker import SUMMARY_PROMPT
+from memory.consolidation.dream import DREAM_PROMPT
 
 MINUTES = float(os.environ.get("MEMBRIDGE_STRESS_MINUTES", "0"))
 pytestmark = [pytest.mark.stress, pytest.mark.skipif(not MINUTES, reason="set MEMBRIDGE_STRESS_MINUTES (scripts/stress)")]

@@ -13,7 +13,7 @@ from support.bot import make_services
 from support.documents import tiny_pdf
 
 from bridge.media.intake import PHOTO_OFF
-from bridge.runtime import Bridge
+from bridge.wiring.runtime import Bridge
 from channels.local_file import kind_of
 from channels.terminal import ATTACH_USAGE, TerminalChannel
 from plugins import PluginRegistry

@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
-from memory.retrieval import find_window
 from memory.retrieval.querytext import coverage, keyword_text, query_terms
+from memory.retrieval.timewindow import find_window
 
 TODAY = date(2026, 12, 2)
 

@@ -1,0 +1,312 @@
+"""The running bot: every channel's messages through plugins and the agent, in order per chat.
+
+A message's life: duplicate check → ``on_receive`` (filters) → ``on_handle`` (commands may answer
+and stop the agent) → the agent turn → ``on_decorate`` → ``on_send`` → the channel sends. This is
+the one place a process orders and dedupes its chats (:mod:`channels.ordering`): messages of one
+chat go through a lane of their own, so they are answered in order; different chats run in
+parallel up to ``bridge.max_concurrent_chats``; the last ``bridge.dedupe_window`` message keys
+catch redeliveries. SIGINT/SIGTERM stops intake, lets in-flight turns
+finish within ``bridge.shutdown_grace_s`` and leaves pending flush jobs recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from channels import Channel, IncomingMessage, Reply
+from channels.ordering import ChatLanes, RecentKeys
+from plugins import Action, Event, EventContext, PluginRegistry
+
+from .. import offload
+from ..console import start_in_background
+from ..logs import STATUS_LOGGER
+from ..ops import metrics
+from ..ops.health import Check, channel_check, start_health, workspace_checks
+from .app import Services
+from .stopping import stop_on_signals
+
+log = logging.getLogger(__name__)
+status = logging.getLogger(STATUS_LOGGER)  # the start and stop lines of `membridge run`
+
+
+WARM_SCOPES_DAYS = 7  # chats active this recently get their vectors loaded at start-up
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    """Drop NUL and other control characters (never meaningful in chat, trouble in files and logs)."""
+    return _CONTROL.sub("", text)
+
+
+class Bridge:
+    def __init__(self, services: Services, channels: Sequence[Channel], plugins: PluginRegistry) -> None:
+        self.services = services
+        self.channels = {channel.name: channel for channel in channels}
+        self.plugins = plugins
+        settings = services.config.bridge
+        self._lanes = ChatLanes("chat", slots=asyncio.Semaphore(settings.max_concurrent_chats))
+        self._seen = RecentKeys(settings.dedupe_window)
+        self._accepting = False
+        self._stopped = asyncio.Event()
+        self._background: list[asyncio.Task[None]] = []
+        self._started_at: float | None = None  # set when `run` has said what it started
+        self._connected: set[str] = set()  # channels started (for /readyz)
+        self._stop_health: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------- intake
+    async def receive(self, message: IncomingMessage) -> None:
+        """The callback every channel gets: queue the message behind its chat's earlier ones and
+        return at once (the turn runs later, in the chat's lane)."""
+        if not self._accepting:
+            log.info("not accepting messages (shutting down); dropped %s", message.dedupe_key)
+            return
+        if not self._seen.add(message.dedupe_key):
+            log.info("duplicate delivery %s ignored", message.dedupe_key)
+            agent = self.services.agent
+            if agent.meter is not None:
+                await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
+            return
+        channel = self.channels[message.channel]
+        received = time.monotonic()
+        await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message, received))
+
+    async def _answer(self, channel: Channel, message: IncomingMessage, received: float) -> None:
+        """One queued message; a failure is told to the user and the chat goes on."""
+        try:
+            if await self.process(channel, message) is not None:
+                metrics.TURN_SECONDS.labels(channel.name).observe(time.monotonic() - received)
+        except Exception:
+            log.exception("message %s failed", message.dedupe_key)
+            await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
+                                                    markdown=False), message)
+
+    # ----------------------------------------------------------- pipeline
+    def context_for(self, message: IncomingMessage) -> EventContext:
+        """Plugins see the same scope and rights as the agent turn: one place decides them."""
+        who = self.services.agent.identify(message)
+        return EventContext(event=Event.RECEIVE, message=message, scope=who.scope, is_admin=who.is_admin,
+                            host=self.services)
+
+    async def process(self, channel: Channel, message: IncomingMessage) -> Reply | None:
+        """One message through the plugins and the agent; returns what was sent (None: nothing)."""
+        message = replace(message, text=clean_text(message.text))
+        limit = self.services.config.bridge.max_message_chars
+        if len(message.text) > limit:
+            reply = Reply(f"That message is too long for me ({len(message.text):,} characters; the limit is "
+                          f"{limit:,}). Please send a shorter one or split it.", reply_to=message.message_id,
+                          markdown=False)
+            await channel.send(reply, message)
+            return reply
+        images: tuple[str, ...] = ()
+        if message.attachments:
+            async with channel.working(message):
+                prepared = await self.services.media.prepare(message, self.services.agent.identify(message))
+            if isinstance(prepared, Reply):
+                await channel.send(prepared, message)
+                return prepared
+            message, images = prepared.message, prepared.images
+        if not message.text.strip():
+            return None
+        ctx = self.context_for(message)
+        if await self.plugins.dispatch(Event.RECEIVE, ctx) is Action.BREAK_PASS:
+            return None
+        if await self.plugins.dispatch(Event.HANDLE, ctx) is not Action.BREAK_PASS:
+            async with channel.working(message):
+                ctx.reply = await self.services.agent.handle(message, images)
+        if ctx.reply is None:
+            return None
+        made = ctx.reply.file
+        try:
+            await self.plugins.dispatch(Event.DECORATE, ctx)
+            await self.plugins.dispatch(Event.SEND, ctx)
+            if ctx.reply is not None:
+                await channel.send(ctx.reply, message)
+                if ctx.reply.file is not None:
+                    await channel.send_file(ctx.reply.file, message)
+        finally:
+            for file in {made, ctx.reply.file if ctx.reply else None}:
+                if file is not None and file.temporary:
+                    file.path.unlink(missing_ok=True)
+        return ctx.reply
+
+    async def _send_quietly(self, channel: Channel, reply: Reply, message: IncomingMessage) -> None:
+        try:
+            await channel.send(reply, message)
+        except Exception:
+            log.exception("could not tell the user about a failure")
+
+    # ---------------------------------------------------------- lifecycle
+    async def start(self, *, timer: bool = True) -> None:
+        """Start plugins, the flush worker, (for ``run``) the timer and console, then the channels.
+
+        ``run`` (``timer``) says what each part is as it starts: one status line each. The terminal
+        chat starts last, once everything else has spoken, because from then on it owns the screen.
+        """
+        # Build the shared parts once, before anything else uses them, off the loop (they open SQLite).
+        await offload.run(lambda: (self.services.agent, self.services.dreamer))
+        say = status.info if timer else log.info
+        if timer:
+            embedder = self.services.memory.embedder
+            say("embeddings: %s", embedder.model_id if embedder else "none (keyword search only)")
+            console = await start_in_background(self.services)
+            if console is not None:
+                self._background.append(console)
+            self._stop_health = start_health(self.services.config.metrics, self.readiness, lambda: [self.services])
+        await self.plugins.start()
+        self.services.flush_worker.start()
+        if timer:
+            self._background.append(asyncio.create_task(self.services.timer.run_forever(), name="daily-timer"))
+            dream = "Deep Dream" if self.services.config.memory.dream.enabled else "Deep Dream off"
+            say("nightly run (summaries, %s): next at %s", dream, f"{await self.services.timer.next_run():%Y-%m-%d %H:%M}")
+        self._accepting = True
+        chat = self.channels.get("terminal")
+        for channel in sorted(self.channels.values(), key=lambda channel: channel is chat):
+            if channel is chat and timer:
+                self._say_running()
+            await channel.start(self.receive)
+            self._connected.add(channel.name)
+            if channel is not chat or not timer:  # the chat's own banner names it
+                say("%s", channel.describe())
+            await self._publish_commands(channel)
+        if chat is None and timer:
+            self._say_running()
+        self._background.append(asyncio.create_task(self._warm_memory(), name="warm-memory"))
+
+    def readiness(self) -> list[tuple[str, Check]]:
+        """``/readyz`` of ``membridge run``: the index, the flush worker, each channel started."""
+        return [*workspace_checks(self.services), *((name, channel_check(name, self._connected)) for name in self.channels)]
+
+    def _say_running(self) -> None:
+        self._started_at = time.monotonic()
+        status.info("running: %s; Ctrl-C or SIGTERM stops it", ", ".join(self.channels))
+
+    async def _publish_commands(self, channel: Channel) -> None:
+        try:
+            await channel.publish_commands(self.plugins.commands())
+        except Exception as exc:
+            log.warning("could not publish the command menu on %s: %s", channel.name, exc)
+
+    async def _warm_memory(self) -> None:
+        """Load the vectors of the chats active in the last week, so their first search is fast."""
+        try:
+            scopes = await offload.run(self.services.conversations.recent_scopes, time.time() - WARM_SCOPES_DAYS * 86400)
+            loaded = await offload.run(self.services.memory.warm, scopes)
+            log.info("memory: vectors of %d scope(s) loaded", loaded)
+        except Exception as exc:
+            log.warning("could not pre-load vectors: %s", exc)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def run(self, *, timer: bool = True) -> None:
+        """Start everything, wait for SIGINT/SIGTERM (or :meth:`request_stop`), then stop cleanly."""
+        stop_on_signals(self.request_stop)
+        try:
+            await self.start(timer=timer)
+            await self._stopped.wait()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        for channel in self.channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop_receiving()
+        self._accepting = False
+        if self._lanes.busy_chats:
+            grace = self.services.config.bridge.shutdown_grace_s
+            log.info("waiting up to %.0fs for %d chat(s) to finish", grace, self._lanes.busy_chats)
+        await self._lanes.close(self.services.config.bridge.shutdown_grace_s)
+        for channel in self.channels.values():
+            with contextlib.suppress(Exception):
+                await channel.stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.plugins.stop()
+        self._stop_health()
+        await self.services.aclose()
+        if self._started_at is not None:
+            minutes = int(time.monotonic() - self._started_at) // 60
+            status.info("stopped: %s (up %dh %02dm)", ", ".join(self.channels), minutes // 60, minutes % 60)
+
+
+def build_channels(services: Services, bridge_stop: Callable[[], None], *, terminal_only: bool = False,
+                   notice: str | None = None) -> list[Channel]:
+    """The channels config.yaml enables (or the terminal alone, for ``membridge chat``); ``notice``
+    is said under the terminal chat's banner."""
+    config = services.config.channels
+    channels: list[Channel] = []
+    if terminal_only or config.terminal.enabled:
+        from channels.terminal import TerminalChannel
+
+        user = services.terminal_user()
+        banner = (f"membridge — chatting as {user} (memory scope {services.terminal_scope()}). "
+                  "/help lists commands; Ctrl-D quits." + (f"\n{notice}" if notice else ""))
+        channels.append(TerminalChannel(user, on_close=bridge_stop, banner=banner))
+    if terminal_only:
+        return channels
+    if config.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        if not config.telegram.token:
+            raise ValueError("channels.telegram.enabled is true but channels.telegram.token is empty "
+                             "(set TELEGRAM_BOT_TOKEN or the key in config.yaml)")
+        telegram = config.telegram
+        channels.append(TelegramChannel(
+            token=config.telegram.token, base_url=telegram.base_url, mode=telegram.mode, webhook_url=telegram.webhook_url,
+            webhook_host=telegram.webhook_host, webhook_port=telegram.webhook_port,
+            secret_token=telegram.secret_token, allowed_users=telegram.allowed_users,
+            album_wait_s=telegram.album_wait_s,
+        ))
+    if config.slack.enabled:
+        from channels.slack import SlackChannel
+
+        slack = config.slack
+        if not slack.bot_token:
+            raise ValueError("channels.slack.enabled is true but channels.slack.bot_token is empty "
+                             "(set SLACK_BOT_TOKEN or the key in config.yaml)")
+        channels.append(SlackChannel(
+            bot_token=slack.bot_token, app_token=slack.app_token, signing_secret=slack.signing_secret,
+            api_url=slack.api_url, host=slack.host, port=slack.port, thread_scope=slack.thread_scope,
+            progress=slack.progress,
+        ))
+    if not channels:
+        raise ValueError("no channel is enabled: enable channels.terminal, channels.telegram or channels.slack")
+    return channels
+
+
+def build_plugins(services: Services) -> PluginRegistry:
+    settings = services.config.plugins
+    return PluginRegistry.load(settings.enabled, settings.dirs, settings.config)
+
+
+async def run_bot(services: Services, *, terminal_only: bool = False) -> None:
+    """``membridge run`` / ``membridge chat``: build, run until a signal or Ctrl-D, stop cleanly."""
+    holder: list[Bridge] = []
+    chat = terminal_only or services.config.channels.terminal.enabled
+    notice = await _llm_notice(services) if chat else None
+    channels = build_channels(services, lambda: holder[0].request_stop(), terminal_only=terminal_only, notice=notice)
+    bridge = Bridge(services, channels, build_plugins(services))
+    holder.append(bridge)
+    await bridge.run(timer=not terminal_only)
+
+
+async def _llm_notice(services: Services) -> str | None:
+    """What the terminal chat says about its LLM before the first message: that none is connected
+    (the memory-only stand-in answers), or why the configured one does not answer (3 s at most)."""
+    from ..llm import probe_llm
+    from ..offline import BANNER, MemoryOnlyLLM
+
+    if isinstance(services.llm, MemoryOnlyLLM):
+        return BANNER
+    try:
+        await offload.run(probe_llm, services.config.llm, 3.0)
+    except Exception as exc:
+        return f"note: {exc}. Chat needs an LLM; /memory commands work without one."
+    return None

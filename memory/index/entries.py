@@ -1,0 +1,147 @@
+"""Entries: the unit that carries meaning, one vector each.
+
+A chunk (:mod:`.chunker`) is the keyword and display unit: ~800 characters of lines. But daily
+memory is a list of short, unrelated facts, and one vector for a dozen of them is a blur: a question
+sharing no word with its fact, or asked in the other language, is not found (measured: cosine of
+"when is the user's birthday" to a day of 12 notes holding ``- 用户的生日是三月十二日。`` 0.08, to the
+line alone 0.54). So each chunk is split into entries and every entry gets its own vector; a chunk
+is scored by its best entries (:mod:`memory.retrieval`).
+
+An entry is:
+
+- a list item (``-``, ``*``, ``+`` or ``1.``) with its continuation lines (indented lines, a nested
+  list included): a note of daily memory or MEMORY.md, a turn line of raw conversation notes;
+- a paragraph (consecutive non-blank lines that are not list items): a knowledge page's prose;
+- never a heading: a heading only names what follows (``## 18:30 notes``, ``## Wi-Fi``), and as an
+  entry of its own it would outrank the notes below it for any question that names its topic
+  (the keyword side still finds its words);
+- a chunk that is one piece of a long line (:func:`memory.index.chunker.chunk_text`) is one entry.
+
+Entries are made from a chunk's text, so an entry never crosses a chunk's lines; chunks overlap by
+a few lines, and an entry on them is in both chunks (its vector is embedded once: the embedding
+cache is by text hash). Entries are not stored with their text: a chunk's text and the entry's
+lines give it back (:func:`entry_text`), so forgetting a chunk forgets its entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .chunker import Chunk, embedding_text, text_hash
+from .database import rows_in
+
+_ITEM_RE = re.compile(r"^ {0,3}(?:[-*+]|\d{1,3}[.)])\s+\S")
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}\s")
+_COMMENT_ONLY_RE = re.compile(r"^\s*<!--.*-->\s*$")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, chunk_id TEXT NOT NULL, scope TEXT NOT NULL,
+    path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, text_hash TEXT NOT NULL,
+    vec_model TEXT
+);
+CREATE INDEX IF NOT EXISTS entries_chunk ON entries (chunk_id);
+CREATE INDEX IF NOT EXISTS entries_scope ON entries (scope, vec_model);
+CREATE INDEX IF NOT EXISTS entries_vec_model ON entries (vec_model);
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a chunk: its lines (1-based, inclusive, the file's numbering) and its text."""
+
+    start_line: int
+    end_line: int
+    text: str
+
+    @property
+    def embedded_text(self) -> str:
+        """What of the entry is embedded: its lines without HTML comments (flush markers)."""
+        return embedding_text(self.text)
+
+    @property
+    def text_hash(self) -> str:
+        return text_hash(self.embedded_text)
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """An entry as the index knows it: which chunk holds it and its vector's text hash."""
+
+    id: str
+    chunk_id: str
+    start_line: int
+    end_line: int
+    text_hash: str
+
+
+def split_entries(text: str, start_line: int, *, part: int = 0) -> list[Entry]:
+    """The entries of a chunk's ``text`` whose first line is ``start_line`` (see the module doc).
+
+    ``part`` > 0, or a chunk of one line, is a single entry: a piece of a long line is cut anywhere.
+    """
+    lines = text.split("\n")
+    if part > 0 or len(lines) == 1:
+        return [Entry(start_line, start_line + len(lines) - 1, text)] if _meaningful(text) else []
+    entries: list[Entry] = []
+    current: list[tuple[int, str]] = []
+
+    def close() -> None:
+        if current and any(_meaningful(line) for _, line in current):
+            entries.append(Entry(current[0][0], current[-1][0], "\n".join(line for _, line in current)))
+        current.clear()
+
+    for number, line in enumerate(lines, start=start_line):
+        if not line.strip() or _COMMENT_ONLY_RE.match(line) or _HEADING_RE.match(line):
+            close()
+        elif _ITEM_RE.match(line):
+            close()
+            current.append((number, line))
+        else:  # a continuation (indented) or a paragraph's next line
+            current.append((number, line))
+    close()
+    return entries
+
+
+def _meaningful(text: str) -> bool:
+    return bool(embedding_text(text).strip()) and not _HEADING_RE.match(text)
+
+
+def entry_text(chunk_text: str, chunk_start: int, start_line: int, end_line: int) -> str:
+    """The lines ``start_line``..``end_line`` of a chunk whose first line is ``chunk_start``."""
+    lines = chunk_text.split("\n")
+    return "\n".join(lines[start_line - chunk_start : end_line - chunk_start + 1])
+
+
+def entry_id(chunk_id: str, entry: Entry) -> str:
+    raw = f"{chunk_id}\0{entry.start_line}\0{entry.end_line}\0{entry.text_hash}".encode()
+    return hashlib.sha1(raw).hexdigest()[:24]
+
+
+def chunk_entries(chunk: Chunk) -> list[Entry]:
+    return split_entries(chunk.text, chunk.start_line, part=chunk.part)
+
+
+# ------------------------------------------------------------------ the rows
+def write_entries(conn: sqlite3.Connection, chunks: Iterable[Chunk]) -> None:
+    """Insert the entries of ``chunks`` (whose old entries the caller removed), not yet embedded."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO entries (id, chunk_id, scope, path, start_line, end_line, text_hash, vec_model)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+        [(entry_id(c.id, e), c.id, c.scope, c.path, e.start_line, e.end_line, e.text_hash)
+         for c in chunks for e in chunk_entries(c)],
+    )
+
+
+def delete_entries(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> list[str]:
+    """Delete the entries of ``chunk_ids``; returns their ids (their vectors must go too)."""
+    if not chunk_ids:
+        return []
+    ids = [row[0] for row in rows_in(conn.execute, "SELECT id FROM entries WHERE chunk_id IN ({marks})", chunk_ids)]
+    conn.executemany("DELETE FROM entries WHERE id = ?", ((i,) for i in ids))
+    return ids
+
