@@ -45,6 +45,8 @@ WINDOW_CANDIDATES = 200
 #: Nearest entries fetched per candidate chunk wanted: a chunk's best entries often lie close
 #: together, so more entries than chunks are needed to reach ``candidates`` chunks.
 ENTRIES_PER_CANDIDATE = 2
+#: Chunks whose entries are read at once while scoring, in the order of their bounds.
+READ_AHEAD = 16
 #: How many of a chunk's best entries the update rule compares with another chunk's.
 UPDATE_ENTRIES = 3
 
@@ -57,8 +59,10 @@ class _Candidates:
     weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
     query_vector: np.ndarray | None = None
     cosines: dict[str, float] = field(default_factory=dict)  # entry id -> raw cosine with the question
-    entries: dict[str, list[EntryRow]] = field(default_factory=dict)  # chunk id -> its entries
+    entries: dict[str, list[EntryRow]] = field(default_factory=dict)  # chunk id -> its entries, read when needed
     scored: dict[str, list[EntryScore]] = field(default_factory=dict)  # chunk id -> its entries, best first
+    nearest: dict[str, float] = field(default_factory=dict)  # chunk id -> its nearest entry's cosine (vector hits)
+    from_ram: bool = False  # whether this search validated the RAM blocks (see Retriever._fill_cosines)
 
 
 class Retriever:
@@ -159,6 +163,9 @@ class Retriever:
             owners = self.storage.chunk_ids_of_entries([eid for eid, _ in hits])
             found.chunks.update(self.storage.chunks_by_ids(list(dict.fromkeys(owners.values())), scopes))
             found.cosines = {eid: sim for eid, sim in hits if owners.get(eid) in found.chunks}
+            for eid, sim in found.cosines.items():  # exact hits: a chunk's other entries are farther
+                found.nearest[owners[eid]] = max(sim, found.nearest.get(owners[eid], sim))
+            found.from_ram = from_ram
         words = keyword_text(query, window.phrases if window else ())
         found.weights = self.keywords.term_weights(query_terms(words))
         widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
@@ -168,11 +175,21 @@ class Retriever:
         if window is not None:
             for chunk in self._window_chunks(window, scopes):
                 found.chunks.setdefault(chunk.id, chunk)
-        for row in self.storage.entries_of(list(found.chunks)):
-            found.entries.setdefault(row.chunk_id, []).append(row)
-        if query_vector is not None:
-            self._fill_cosines(query_vector, found, from_ram=from_ram)
+        if found.hybrid:  # the others' nearest entry, for their bound (see _results)
+            self._read_entries(found, [cid for cid in found.chunks if cid not in found.nearest])
         return found
+
+    def _read_entries(self, found: _Candidates, chunk_ids: Sequence[str]) -> None:
+        """Read the entries of ``chunk_ids`` not read yet, with their similarity to the question."""
+        new = [cid for cid in chunk_ids if cid not in found.entries]
+        if not new:
+            return
+        for cid in new:
+            found.entries[cid] = []
+        for row in self.storage.entries_of(new):
+            found.entries[row.chunk_id].append(row)
+        if found.query_vector is not None:
+            self._fill_cosines(found.query_vector, found, [row for cid in new for row in found.entries[cid]])
 
     def _window_chunks(self, window: TimeWindow, scopes: Sequence[str]) -> list[StoredChunk]:
         """The chunks of the daily files dated inside ``window`` (knowledge has no dates)."""
@@ -216,15 +233,15 @@ class Retriever:
         self._query_cache.put(self.embedder.model_id, query, vector)
         return vector
 
-    def _fill_cosines(self, query_vector: np.ndarray, found: _Candidates, *, from_ram: bool) -> None:
-        """Every entry of every candidate gets its true similarity (the vector side returned only
-        the nearest), from the blocks in RAM (when this search just validated them: ``from_ram``)
+    def _fill_cosines(self, query_vector: np.ndarray, found: _Candidates, rows: Sequence[EntryRow]) -> None:
+        """Entries of ``rows`` get their true similarity (the vector side returned only the
+        nearest), from the blocks in RAM (when this search just validated them: ``found.from_ram``)
         or the embedding cache."""
-        missing = [row for rows in found.entries.values() for row in rows if row.id not in found.cosines]
+        missing = [row for row in rows if row.id not in found.cosines]
         if not missing:
             return
         scopes = {row.id: found.chunks[row.chunk_id].scope for row in missing}
-        vectors = {eid: v for eid, v in self._entry_vectors(missing, scopes, from_ram=from_ram).items()
+        vectors = {eid: v for eid, v in self._entry_vectors(missing, scopes, from_ram=found.from_ram).items()
                    if v.shape == query_vector.shape}
         if vectors:
             ids = list(vectors)
@@ -266,6 +283,8 @@ class Retriever:
         for cid, chunk in found.chunks.items():
             share, bm25 = coverage(found.weights, chunk.text), found.bm25.get(cid)
             cosines = [found.cosines[row.id] for row in found.entries.get(cid, ()) if row.id in found.cosines]
+            if cid in found.nearest:
+                cosines.append(found.nearest[cid])
             vector = scoring.rescale_similarity(max(cosines), floor) if cosines else None
             relevance = scoring.relevance(self.settings, vector, None if bm25 is None else bm25 * share, share,
                                           found.hybrid)
@@ -275,9 +294,11 @@ class Retriever:
         bounds.sort(key=lambda bound: (-bound[0], bound[1]))
         best: list[float] = []  # the ``keep`` best exact scores so far, a min-heap
         results = []
-        for bound, cid in bounds:
+        for index, (bound, cid) in enumerate(bounds):
             if len(best) >= keep and bound < best[0]:
                 break
+            if cid not in found.entries:  # read the next few chunks' entries in one go
+                self._read_entries(found, [later for _bound, later in bounds[index : index + READ_AHEAD]])
             result = self._result(found.chunks[cid], found, window, today, about_now)
             results.append((cid, result))
             heapq.heappush(best, result.score)
