@@ -165,7 +165,7 @@ def rank(retriever: engine.Retriever, c: Candidates, variant: Variant, limit: in
     """``Retriever.search``'s steps over the gathered candidates, with the variant's rules."""
     found = c.found
     today = retriever._today()
-    ranked = [(cid, retriever._result(chunk, found, c.window, today, c.about_now)) for cid, chunk in found.chunks.items()]
+    ranked = retriever._results(found, c.window, today, c.about_now, keep=len(found.chunks))  # every candidate, exactly
     ranked = [(cid, r) for cid, r in ranked if r.score > 0 and engine._wanted(r, retriever.settings.min_score)]
     if variant.rescore is not None:
         variant.rescore(ranked)

@@ -279,9 +279,10 @@ class Retriever:
         scores beat the next bound, no chunk left can enter them, and they are not scored entry by
         entry (half of a search's time when every candidate was)."""
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
-        bounds = []
+        bounds, shares = [], {}
         for cid, chunk in found.chunks.items():
-            share, bm25 = coverage(found.weights, chunk.text), found.bm25.get(cid)
+            shares[cid] = share = coverage(found.weights, chunk.text)
+            bm25 = found.bm25.get(cid)
             cosines = [found.cosines[row.id] for row in found.entries.get(cid, ()) if row.id in found.cosines]
             if cid in found.nearest:
                 cosines.append(found.nearest[cid])
@@ -299,26 +300,26 @@ class Retriever:
                 break
             if cid not in found.entries:  # read the next few chunks' entries in one go
                 self._read_entries(found, [later for _bound, later in bounds[index : index + READ_AHEAD]])
-            result = self._result(found.chunks[cid], found, window, today, about_now)
+            result = self._result(found.chunks[cid], shares[cid], found, window, today, about_now)
             results.append((cid, result))
             heapq.heappush(best, result.score)
             if len(best) > keep:
                 heapq.heappop(best)
         return results
 
-    def _result(
-        self, chunk: StoredChunk, found: _Candidates, window: TimeWindow | None, today: date, about_now: bool
-    ) -> SearchResult:
+    def _result(self, chunk: StoredChunk, chunk_share: float, found: _Candidates, window: TimeWindow | None,
+                today: date, about_now: bool) -> SearchResult:
         """A candidate chunk scored as its best entry (with vectors), or as a whole (keywords alone,
-        or a chunk of headings only); its entries' scores are kept for the result's matches."""
+        or a chunk of headings only); its entries' scores are kept for the result's matches.
+        ``chunk_share``: the share of the question's words the whole chunk holds."""
         bm25 = found.bm25.get(chunk.id)
-        scored = self._entry_scores(chunk, found, bm25)
+        scored = self._entry_scores(chunk, chunk_share, found, bm25)
         found.scored[chunk.id] = scored
         if found.hybrid and scored:
             best = scored[0]
             vector, keyword, share, relevance = best.vector, best.keyword, best.share, best.relevance
         else:
-            share = coverage(found.weights, chunk.text)
+            share = chunk_share
             vector, keyword = None, None if bm25 is None else bm25 * share
             relevance = scoring.relevance(self.settings, vector, keyword, share, found.hybrid)
         dated = scoring.file_date(chunk.scope, chunk.path)
@@ -347,13 +348,14 @@ class Retriever:
             date=None if dated is None else dated.isoformat(),
         )
 
-    def _entry_scores(self, chunk: StoredChunk, found: _Candidates, bm25: float | None) -> list[EntryScore]:
+    def _entry_scores(self, chunk: StoredChunk, chunk_share: float, found: _Candidates,
+                      bm25: float | None) -> list[EntryScore]:
         """Each entry of ``chunk`` scored on its own, best first: its similarity, the chunk's BM25
         times the share of the question's words the entry holds, and that share."""
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         lines = chunk.text.split("\n")
         # an entry holds no more of the question's words than its chunk: none there, none to look for
-        held = coverage(found.weights, chunk.text) > 0.0 or not found.weights
+        held = chunk_share > 0.0 or not found.weights
         scored = []
         for row in found.entries.get(chunk.id, []):
             text = "\n".join(lines[row.start_line - chunk.start_line : row.end_line - chunk.start_line + 1])
