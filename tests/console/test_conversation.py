@@ -155,6 +155,25 @@ def _broken(text: str, scope: str) -> list[Any]:
     raise OSError("the index is unreadable")
 
 
+async def test_a_recall_log_that_cannot_be_written_costs_the_turn_nothing(
+        tmp_path: Path, fake_llm: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
+    services = _services(tmp_path, fake_llm)
+    try:
+        def locked(*_args: Any) -> None:
+            raise sqlite3.OperationalError("database is locked")
+
+        services.memory.recalls.record = locked  # type: ignore[method-assign]
+        fake_llm.reply("Miso.")
+        reply = await services.agent.handle(dm(CAT))
+        assert reply.text == "Miso."
+        assert CAT_NOTE[2:] in system_prompt(fake_llm.requests[0])  # the notes still reached the model
+        assert "could not log session telegram-42|" in caplog.text and "database is locked" in caplog.text
+        [turn] = (await _get(services, f"/api/scopes/{ANN}/conversation"))["turns"]
+        assert (turn["message"], turn["answer"], turn["recall"]) == (CAT, "Miso.", "unknown")
+    finally:
+        await services.aclose()
+
+
 async def test_an_old_recall_log_is_read_as_recall_that_ran(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     """The first recall log had no ``state``: its rows are turns that recalled notes."""
     services = _services(tmp_path, fake_llm)
