@@ -24,7 +24,6 @@ from .views import BadRequest, existing_scope, parse_limit
 
 JSON = dict[str, Any]
 PAGE = 20  # turns on a page unless ``limit`` says otherwise
-_HOW = {"on": "recalled", "off": "off", "failed": "failed"}
 
 
 def conversation(services: Services, scope: str, query: Mapping[str, str]) -> JSON:
@@ -41,11 +40,20 @@ def conversation(services: Services, scope: str, query: Mapping[str, str]) -> JS
 
 
 def _turn(services: Services, scope: str, turn: Exchange, logged: tuple[RecallState, list[JSON]] | None) -> JSON:
-    state, entries = logged or (None, [])
-    recall = "unknown" if state is None else "nothing" if state == "on" and not entries else _HOW[state]
+    entries = logged[1] if logged else []
     return {"chat": turn.chat, "seq": turn.seq, "at": iso_time(turn.at), "message": turn.message,
-            "answer": turn.answer, "recall": recall,
+            "answer": turn.answer, "recall": _recall(logged),
             "recalled": [recalled_entry(services, scope, entry) for entry in entries]}
+
+
+def _recall(logged: tuple[RecallState, list[JSON]] | None) -> str:
+    """What the recall log says of a turn, in the API's words."""
+    if logged is None:
+        return "unknown"
+    state, entries = logged
+    if state == "on":
+        return "recalled" if entries else "nothing"
+    return state
 
 
 def _mark(cursor: Cursor) -> str:
