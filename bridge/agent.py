@@ -24,7 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from channels import IncomingMessage, Reply
-from memory import ConversationStore, MemoryManager, Recalled
+from memory import ConversationStore, MemoryManager, Recalled, RecallState
 
 from . import offload
 from .config import AgentSettings, ContextSettings
@@ -164,16 +164,21 @@ class Agent:
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
     async def _recall(self, turn: TurnInFlight, text: str) -> tuple[Recalled, ...]:
-        """Auto-recall for this turn, recorded for the console; a failure costs the turn only the
-        recalled notes (one log line), never its answer."""
+        """Auto-recall for this turn, recorded for the console (what came, or that it was off or
+        failed); a failure costs the turn only the recalled notes (one log line), never its answer."""
+        recalled: tuple[Recalled, ...] = ()
+        state: RecallState = "on" if self.memory.settings.auto_recall.enabled else "off"
         try:
-            recalled = tuple(await offload.run(self.memory.recall, text, turn.who.scope))
-            if recalled:
-                await offload.run(self.memory.recalls.record, turn.who.session_id, turn.user_seq, turn.who.scope,
-                                  [r.to_dict() for r in recalled])
+            if state == "on":
+                recalled = tuple(await offload.run(self.memory.recall, text, turn.who.scope))
         except Exception as exc:
             log.warning("auto-recall failed for session %s, answering without it: %s", turn.who.session_id, exc)
-            return ()
+            state = "failed"
+        try:
+            await offload.run(self.memory.recalls.record, turn.who.session_id, turn.user_seq, turn.who.scope,
+                              [r.to_dict() for r in recalled], state)
+        except Exception as exc:
+            log.warning("could not log session %s's recall for the console: %s", turn.who.session_id, exc)
         return recalled
 
     async def _account(self, message: IncomingMessage, who: TurnIdentity, outcome: str, tally: Tally | None = None) -> None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .consolidation.dream import DeepDream, DreamResult
     from .consolidation.flush import Flusher, Summarizer, conversation_text
     from .conversations.conversations import ConversationStore, StoredMessage, session_id
+    from .conversations.exchanges import Cursor, Exchange
     from .conversations.flush_jobs import FailingJob, FlushJob
     from .conversations.turns import Turn
     from .files.line_removal import NothingToForget
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from .privacy.holdings import ScopeFile, scope_files
     from .privacy.portability import Portability, PortabilityError, TransferReport
     from .retrieval.recall import Recalled
+    from .retrieval.recall_log import RecallState
     from .retrieval.rerank import Reranker, make_reranker, reranked_order
     from .retrieval.result import Match, SearchResult
     from .vectors.backend import LanceDBBackend, VectorBackend, VectorRow
@@ -66,6 +68,8 @@ _HOMES = {
     "RerankSettings": "config",
     "StrictSettings": "config",
     "ConversationStore": "conversations.conversations",
+    "Cursor": "conversations.exchanges",
+    "Exchange": "conversations.exchanges",
     "FailingJob": "conversations.flush_jobs",
     "FlushJob": "conversations.flush_jobs",
     "StoredMessage": "conversations.conversations",
@@ -112,6 +116,7 @@ _HOMES = {
     "SearchResult": "retrieval.result",
     "Match": "retrieval.result",
     "Recalled": "retrieval.recall",
+    "RecallState": "retrieval.recall_log",
     "ScopeFile": "privacy.holdings",
     "scope_files": "privacy.holdings",
     "DAILY_DIR": "files.scopes",
@@ -137,6 +142,7 @@ __all__ = [
     "MEMORY_FILE",
     "Chunk",
     "ConversationStore",
+    "Cursor",
     "Database",
     "DeepDream",
     "DreamResult",
@@ -144,6 +150,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingProvider",
     "EmbeddingSettings",
+    "Exchange",
     "FailingJob",
     "FlushJob",
     "Flusher",
@@ -167,6 +174,7 @@ __all__ = [
     "OpenAIEmbedding",
     "Portability",
     "PortabilityError",
+    "RecallState",
     "Recalled",
     "RerankSettings",
     "Reranker",

@@ -19,7 +19,7 @@ from memory import KnowledgeError, KnowledgeNotFound, MemoryPathError, ScopeErro
 
 from .. import offload
 from ..wiring.app import Services
-from . import recalls, views
+from . import conversation, recalls, views
 from .security import API_PREFIX, Handler, Role, json_error, role_for
 from .status import status_view
 
@@ -121,6 +121,12 @@ async def edit_lines(request: web.Request) -> web.Response:
 @routes.get("/api/scopes/{scope}/recalls")
 async def scope_recalls(request: web.Request) -> web.Response:
     return _reply(await _in_thread(request, recalls.recalls, request.match_info["scope"]))
+
+
+@routes.get("/api/scopes/{scope}/conversation")
+async def scope_conversation(request: web.Request) -> web.Response:
+    return _reply(await _in_thread(request, conversation.conversation, request.match_info["scope"],
+                                   dict(request.query)))
 
 
 @routes.get("/api/scopes/{scope}/daily")

@@ -2,12 +2,13 @@
 
 The recall log keeps no text (:mod:`memory.retrieval.recall_log`): the person's message is read from the
 conversation store, and each recalled entry's lines from its file, shown only while they still
-hash as they did when recalled (``"text": null`` and ``"changed": true`` after an edit or a forget).
+hash as they did when recalled: ``"state"`` is ``"same"``, else ``"changed"`` (the lines read
+otherwise now, ``"text": null``) or ``"forgotten"`` (the file or the lines are gone).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from memory import MemoryPathError
 
@@ -16,6 +17,7 @@ from ..wiring.app import Services
 from .views import existing_scope
 
 JSON = dict[str, Any]
+_SHOWN = ("path", "start_line", "end_line", "date", "relevance", "why")
 
 
 def recalls(services: Services, scope: str) -> list[JSON]:
@@ -25,16 +27,22 @@ def recalls(services: Services, scope: str) -> list[JSON]:
     for row in services.memory.recalls.for_scope(scope):
         turns = services.conversations.messages_between(row["session_id"], row["seq"], row["seq"])
         shown.append({"at": iso_time(row["at"]), "message": turns[0].text if turns else None,
-                      "entries": [_entry(services, scope, entry) for entry in row["entries"]]})
+                      "entries": [recalled_entry(services, scope, entry) for entry in row["entries"]]})
     return shown
 
 
-def _entry(services: Services, scope: str, entry: JSON) -> JSON:
+def recalled_entry(services: Services, scope: str, entry: JSON) -> JSON:
+    """A logged entry as the console shows it: where, why, and its lines while they read the same."""
     start, end = int(entry["start_line"]), int(entry["end_line"])
     try:
         text: str | None = services.memory.read_lines(scope, str(entry["path"]), start, end - start + 1)
     except MemoryPathError:
         text = None
-    same = text is not None and services.memory.recalls.still_reads(entry, text)
-    return {key: entry.get(key) for key in ("path", "start_line", "end_line", "date", "relevance", "why")} | {
-        "text": text if same else None, "changed": not same}
+    state = _state(services, entry, text)
+    return {key: entry.get(key) for key in _SHOWN} | {"text": text if state == "same" else None, "state": state}
+
+
+def _state(services: Services, entry: JSON, text: str | None) -> Literal["same", "changed", "forgotten"]:
+    if text is None or not text.strip():
+        return "forgotten"
+    return "same" if services.memory.recalls.still_reads(entry, text) else "changed"

@@ -240,7 +240,7 @@ def search(services: Services, query: Mapping[str, str]) -> JSON:
     if not words:
         raise BadRequest("q is required: the words to search for")
     scope = existing_scope(services, query.get("scope", ""))
-    limit = _parse_limit(query.get("limit"))
+    limit = parse_limit(query.get("limit"))
     weak = _parse_flag(query.get("weak"), "weak")
     results = services.memory.search(words, scope, limit=limit, min_score=0.0 if weak else None)
     return {"query": words, "scope": scope, "weak": weak, "weights": _weights(services),
@@ -263,7 +263,8 @@ def _parse_flag(raw: str | None, name: str) -> bool:
     raise BadRequest(f"{name} must be 1 or 0, got {raw!r}")
 
 
-def _parse_limit(raw: str | None) -> int | None:
+def parse_limit(raw: str | None) -> int | None:
+    """A page's ``limit`` (None when not given); anything but 1..100 is a 400 saying so."""
     if raw is None or raw == "":
         return None
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_SEARCH_LIMIT:

@@ -1,6 +1,6 @@
 """The conversation store: sessions and their messages in ``index.db``, with its parts for flush
-jobs (:mod:`memory.conversations.flush_jobs`), retention (:mod:`memory.conversations.conversation_retention`) and forgetting
-(:mod:`memory.conversations.conversation_forgetting`).
+jobs (:mod:`memory.conversations.flush_jobs`), retention (:mod:`memory.conversations.conversation_retention`), forgetting
+(:mod:`memory.conversations.conversation_forgetting`) and reading (:mod:`memory.conversations.exchanges`).
 
 Messages are turns (:mod:`memory.conversations.turns`: role, text and the caller's string fields; no chat API's
 format), append-only with a ``seq`` that only grows per session. The LLM context of a session
@@ -19,11 +19,12 @@ from ..index.database import Database
 from .conversation_forgetting import ConversationForgetting
 from .conversation_retention import ConversationRetention
 from .conversation_rows import SESSION_COLUMNS, Session, chat_of, last_seq, session_id, stored_turn
+from .exchanges import ConversationExchanges, Exchange
 from .flush_jobs import DAILY_REASON, FlushJob, FlushJobs
 from .turns import Turn, encode_meta, has_turn_columns, is_visible_turn, migrate_v1_rows
 
-__all__ = ["DAILY_REASON", "SCHEMA", "ConversationStore", "FlushJob", "Session", "StoredMessage", "chat_of",
-           "session_id", "stored_turn"]
+__all__ = ["DAILY_REASON", "SCHEMA", "ConversationStore", "Exchange", "FlushJob", "Session", "StoredMessage",
+           "chat_of", "session_id", "stored_turn"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -56,8 +57,8 @@ class StoredMessage:
     created_at: float
 
 
-class ConversationStore(FlushJobs, ConversationRetention, ConversationForgetting):
-    """Sessions and their messages; its parts add flush jobs, retention and forgetting."""
+class ConversationStore(FlushJobs, ConversationRetention, ConversationForgetting, ConversationExchanges):
+    """Sessions and their messages; its parts add flush jobs, retention, forgetting and exchanges to read."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

@@ -88,12 +88,12 @@ async def test_the_memory_search_tool_and_auto_recall_bring_the_fact_to_the_mode
         assert logged["message"] == "When is my birthday?"
         assert logged["entries"][0] == {"path": f"memory/{DAY}.md", "start_line": 3, "end_line": 3, "date": DAY,
                                         "relevance": logged["entries"][0]["relevance"], "why": "meaning",
-                                        "text": "- 用户的生日是三月十二日。", "changed": False}
+                                        "text": "- 用户的生日是三月十二日。", "state": "same"}
         path = services.workspace.daily_file(ANN, DAY)
         path.write_text(path.read_text(encoding="utf-8").replace("三月十二日", "三月十三日"), encoding="utf-8")
         assert recalls(services, ANN)[0]["entries"][0] | {"relevance": 0} == {
             "path": f"memory/{DAY}.md", "start_line": 3, "end_line": 3, "date": DAY, "relevance": 0, "why": "meaning",
-            "text": None, "changed": True}  # edited since: the console does not show other lines as recalled
+            "text": None, "state": "changed"}  # edited since: the console does not show other lines as recalled
         services.forgetter.forget(ANN, "三月十三日")
         assert recalls(services, ANN) == []  # a forget in the scope takes its recall log with it
     finally:

@@ -243,3 +243,22 @@ def test_an_index_of_format_1_migrates_its_messages_to_turns_in_place(tmp_path) 
     ConversationStore(Database(path))  # opening it again changes nothing
     assert [tuple(row) for row in store.db.query("SELECT seq, body, meta FROM messages ORDER BY seq")] == \
         [tuple(row) for row in rows]
+
+
+def test_a_scopes_exchanges_come_newest_first_with_their_answers_a_page_at_a_time(store) -> None:
+    store.ensure_session("s2", "alice")
+    store.ensure_session("b1", "bob")
+    store.append_messages("s1", turn("one", tools=2))  # the answer is the last words, not a tool step
+    store.append_messages("b1", turn("bob's"))  # another scope
+    store.append_messages("s2", turn("two"))
+    store.append_messages("s1", [Turn("user", "three")])  # not answered (yet)
+    store.append_messages("s2", turn("four secret"))
+    store.forget_text("alice", lambda text: "secret" in text)
+    whole = [(e.chat, e.message, e.answer) for e in store.exchanges("alice", 10)]
+    assert whole == [("s1", "three", None), ("s2", "two", "re: two"), ("s1", "one", "re: one")]
+    pages, mark = [], None
+    while page := store.exchanges("alice", 2, mark):
+        pages.append([e.message for e in page])
+        mark = page[-1].cursor
+    assert pages == [["three", "two"], ["one"]]
+    assert store.exchanges("nobody", 10) == []

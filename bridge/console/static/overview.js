@@ -18,6 +18,7 @@
       ["MEMORY.md", plural(data.memory_entries, "entry", "entries"), at("memory")],
       ["Daily memory", `${plural(data.notes, "note")} on ${plural(data.days, "day")}`, at("daily")],
       ["Dream diaries", String(data.dream_diaries), at("dreams")],
+      ["Conversation", "latest turns", at("conversation")],
       ["Knowledge pages", `${data.knowledge_pages} (shared)`, "#/knowledge"],
       ["Last sync", when(data.last_sync)],
       ["Last Deep Dream", when(data.last_dream)],

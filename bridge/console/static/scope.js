@@ -1,12 +1,13 @@
 // The view "scope": one person's (or group's) memory. #/scope/<s> is its overview (overview.js);
 // /memory, /daily/<date> and /dreams/<date> show a file, /…/version/<id> one of its versions
-// (versions.js), and ?lines=a-b marks those lines (where a search result points).
+// (versions.js), and ?lines=a-b marks those lines (where a search result points); /conversation
+// the latest turns and what each recalled (conversation.js).
 "use strict";
 
 (() => {
   const mb = window.membridge;
   const { $, el, api, enc, address } = mb;
-  const PANES = ["overview", "memory", "daily", "dreams"];
+  const PANES = ["overview", "memory", "daily", "dreams", "conversation"];
 
   async function renderScope(route) {
     const scope = route.parts[1] || null;
@@ -31,6 +32,7 @@
     const version = route.parts[pane === "memory" ? 3 : 4] === "version" ? Number(route.parts[pane === "memory" ? 4 : 5]) : null;
     if (pane === "overview") await mb.showOverview(scope);
     else if (pane === "memory") await showMemory(scope, version, range);
+    else if (pane === "conversation") await mb.showConversation(scope, route.params);
     else await showDated(pane, scope, route.parts[3] || null, version, range);
   }
 
