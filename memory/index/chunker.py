@@ -11,10 +11,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-#: The version of what is embedded (:func:`embedding_text`, and since 3 one vector per entry:
-#: :mod:`memory.index.entries`): part of every real embedder's ``model_id``, so that a change of rule
-#: re-embeds the index once (vectors of two rules never mix).
-EMBEDDING_TEXT_RULE = 3
+#: The version of what is embedded (:func:`embedding_text`, since 3 one vector per entry:
+#: :mod:`memory.index.entries`, since 4 a stretch of conversation one entry): part of every real
+#: embedder's ``model_id``, so that a change of rule splits and re-embeds the index once (vectors
+#: of two rules never mix).
+EMBEDDING_TEXT_RULE = 4
 #: The titles of the sections membridge writes into daily files (``## HH:MM conversation notes``).
 SECTION_TITLES = ("conversation notes", "daily summary")
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .chunker import Chunk
+from .chunker import EMBEDDING_TEXT_RULE, Chunk
 from .database import Database, rows_in
 from .entries import SCHEMA as ENTRIES_SCHEMA
 from .entries import Entry, EntryRow, delete_entries, entry_text, write_entries
@@ -101,6 +101,10 @@ def stored_chunk(row: Sequence[object]) -> StoredChunk:
     return StoredChunk(*row[:7])  # type: ignore[arg-type]
 
 
+#: The meta key holding the :data:`EMBEDDING_TEXT_RULE` the entries were split under.
+_ENTRIES_RULE_KEY = "entries_rule"
+
+
 class IndexStorage:
     """Reads and writes of the chunk index, always for an explicit set of scopes.
 
@@ -110,9 +114,8 @@ class IndexStorage:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        had_entries = bool(db.query("SELECT 1 FROM sqlite_master WHERE name = 'entries'"))
         db.execute_script(SCHEMA + ENTRIES_SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
-        if not had_entries:
+        if self.get_meta(_ENTRIES_RULE_KEY) != str(EMBEDDING_TEXT_RULE):
             self._make_entries()
         self._stats_lock = threading.Lock()
         self._scope_counts: dict[str, tuple[float, dict[str, int]]] = {}  # table -> (when, counts)
@@ -121,10 +124,14 @@ class IndexStorage:
         self._fts_inserts: list[tuple[int, str, str]] | None = None
 
     def _make_entries(self) -> None:
-        """Give the chunks of an index made before entries existed their entries (once)."""
+        """Split the chunks into entries again, once, when the index was made under another rule
+        (before entries existed, or before stretches of conversation were one entry): the new
+        rule's entries are embedded by the next sync, under the new rule's model id."""
         with self.db.transaction() as conn:
+            conn.execute("DELETE FROM entries")
             rows = conn.execute("SELECT id, scope, path, start_line, end_line, part, text FROM chunks").fetchall()
             write_entries(conn, [Chunk(*row) for row in rows])
+            self.set_meta(conn, _ENTRIES_RULE_KEY, str(EMBEDDING_TEXT_RULE))
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:

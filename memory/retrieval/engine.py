@@ -111,7 +111,8 @@ class Retriever:
         passages = assemble([r for _, r in kept], limit, limit * self.settings.chunk_max_chars)
         for passage in passages:
             passage.weak = passage.relevance < max(min_score, self.settings.weak_below)
-        add_matches(passages, [(found.chunks[cid], scored) for cid, scored in found.scored.items()])
+        add_matches(passages, [(found.chunks[cid], scored) for cid, scored in found.scored.items()],
+                    lambda text: coverage(found.weights, text))
         return passages
 
     def _rerank(self, query: str, ranked: list[tuple[str, SearchResult]]) -> list[tuple[str, SearchResult]]:

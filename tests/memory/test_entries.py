@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory.index.chunker import chunk_text
-from memory.index.entries import Entry, chunk_entries, entry_text, split_entries
+from memory.index.entries import Entry, chunk_entries, entry_text, split_entries, turn_offsets
 
 
 def test_a_daily_block_is_one_entry_per_note_with_its_continuation_lines() -> None:
@@ -41,3 +41,25 @@ def test_a_piece_of_a_long_line_is_one_entry_and_entry_text_reads_lines_back() -
     [piece, *_] = chunk_text("- " + "word " * 400, scope="s", path="p.md", max_chars=200)
     assert chunk_entries(piece) == [Entry(1, 1, piece.text)]
     assert entry_text("a\nb\nc\nd", 5, 6, 7) == "b\nc"
+
+
+def test_a_stretch_of_conversation_is_one_entry_and_notes_around_it_stay_their_own() -> None:
+    text = ("## 10:00 conversation notes\n- [D1:1] Caroline: Hey Mel!\n- [D1:2] Melanie: Hi! How are you?\n"
+            "- [D1:3] Caroline: I went to a support group yesterday.\n\n- likes tea\n- Caroline: one line is no talk")
+    assert split_entries(text, 1) == [
+        Entry(2, 4, "- [D1:1] Caroline: Hey Mel!\n- [D1:2] Melanie: Hi! How are you?\n"
+                    "- [D1:3] Caroline: I went to a support group yesterday."),
+        Entry(6, 6, "- likes tea"),
+        Entry(7, 7, "- Caroline: one line is no talk"),
+    ]
+    assert turn_offsets(split_entries(text, 1)[0].text) == [0, 1, 2]
+
+
+def test_labelled_notes_that_are_not_a_conversation_stay_one_entry_each() -> None:
+    every_label_once = "- 备忘：明天交房租\n- 提醒：周五体检\n- Wi-Fi: on the fridge"
+    one_speaker = "- user said: hi\n- user said: the flight is at 7:40\n- user said: thanks"
+    two_turns = "- Tom: coming?\n- Ann: yes"
+    for text in (every_label_once, one_speaker, two_turns):
+        entries = split_entries(text, 1)
+        assert [e.text for e in entries] == text.split("\n")
+        assert all(turn_offsets(e.text) == [] for e in entries)  # shown whole

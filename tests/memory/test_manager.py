@@ -308,3 +308,35 @@ def test_global_mode_uses_the_workspace_root_as_the_one_scope(tmp_path) -> None:
     with pytest.raises(ScopeError):
         manager.search("kiwis", "telegram-1")
     manager.close()
+
+
+TALK = ("## 10:00 conversation notes\n- [D1:1] Caroline: Hey Mel! Good to see you!\n"
+        "- [D1:2] Melanie: Hi Caroline, how have you been?\n"
+        "- [D1:3] Caroline: I went to an LGBTQ support group yesterday.\n- [D1:4] Melanie: Wow, that sounds powerful.\n")
+
+
+def test_a_stretch_of_conversation_is_found_as_one_and_shown_by_its_matching_turn(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-06-01.md", TALK)
+    manager = make_manager()
+    [result] = manager.search("support group", "alice")
+    assert (result.start_line, result.end_line) == (1, 5)
+    assert [(m.start_line, m.end_line, m.text) for m in result.matches] == [
+        (4, 4, "- [D1:3] Caroline: I went to an LGBTQ support group yesterday.")]
+    assert [tuple(row) for row in manager.storage.db.query("SELECT start_line, end_line FROM entries")] == [(2, 5)]
+
+
+def test_an_index_split_under_the_previous_rule_is_split_again_once(workspace, make_manager) -> None:
+    write(workspace, "alice", "memory/2026-06-01.md", TALK)
+    manager = make_manager()
+    manager.indexer.sync()
+    db = manager.storage.db
+    with db.transaction() as conn:  # what rule 3 left: one entry a turn
+        conn.execute("UPDATE entries SET start_line = 2, end_line = 2")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'entries_rule'")
+    manager.close()
+    again = make_manager()
+    assert [tuple(row) for row in again.storage.db.query("SELECT start_line, end_line, vec_model FROM entries")] == [
+        (2, 5, None)]
+    again.indexer.sync()
+    assert [tuple(row) for row in again.storage.db.query("SELECT vec_model IS NOT NULL FROM entries")] == [(1,)]
+    assert [m.start_line for m in again.search("support group", "alice")[0].matches] == [4]

@@ -117,7 +117,7 @@ def test_questions_find_notes_in_the_other_language(workspace, make_manager, rea
 
 def test_e5_embeds_questions_and_passages_with_their_prefixes(workspace, make_manager) -> None:
     e5 = make_embedder(EmbeddingSettings(local_model="e5-small"))
-    assert e5 is not None and e5.model_id == "local:multilingual-e5-small-q4/text3" and e5.similarity_floor == 0.7
+    assert e5 is not None and e5.model_id == "local:multilingual-e5-small-q4/text4" and e5.similarity_floor == 0.7
     question = "what is my cat called"
     assert float(e5.embed_query(question) @ e5.embed([question])[0]) < 0.999  # "query: " vs "passage: "
     write(workspace, "alice", "memory/2026-09-10.md", "- my cat is called Tom, a grey tabby\n")
