@@ -67,14 +67,15 @@ class Bridge:
         if not self._accepting:
             log.info("not accepting messages (shutting down); dropped %s", message.dedupe_key)
             return
+        channel = self.channels[message.channel]
         if not self._seen.add(message.dedupe_key):
             log.info("duplicate delivery %s ignored", message.dedupe_key)
-            self.channels[message.channel].accepted(message)
+            # accepted behind the first delivery's turn, which may not have stored it yet
+            await self._lanes.submit(message.chat_key, lambda: self._accepted(channel, message))
             agent = self.services.agent
             if agent.meter is not None:
                 await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
             return
-        channel = self.channels[message.channel]
         received = time.monotonic()
         await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message, received))
 
@@ -89,6 +90,10 @@ class Bridge:
             log.exception("message %s failed", message.dedupe_key)
             await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
                                                     markdown=False), message)
+        channel.accepted(message)
+
+    @staticmethod
+    async def _accepted(channel: Channel, message: IncomingMessage) -> None:
         channel.accepted(message)
 
     # ----------------------------------------------------------- pipeline
