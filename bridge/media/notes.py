@@ -1,9 +1,10 @@
 """A document's text as memory: a note in the scope's daily memory, or (by an admin) a knowledge page.
 
 The note is a block of the day's daily file: a heading with the file's (sanitised) name and the
-message's marker (so a redelivery saves no second note), a short summary, then the text. The ordinary index sync chunks and indexes it like any daily memory, so a
-search in that scope finds it and no other scope does. The summary is the LLM's; without one (no
-model, or it failed) it is the text's first lines.
+message's marker (so a redelivery saves no second note), a short summary, then the text. The
+ordinary index sync chunks and indexes it like any daily memory, so a search in that scope finds it
+and no other scope does. The summary is the LLM's; without one (no model, or it failed) it is the
+text's first lines.
 """
 
 from __future__ import annotations
