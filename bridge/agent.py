@@ -124,15 +124,19 @@ class Agent:
             is_admin=user in self.admins,
         )
 
-    async def handle(self, message: IncomingMessage, images: tuple[str, ...] = ()) -> Reply:
+    async def handle(self, message: IncomingMessage, images: tuple[str, ...] = (), *,
+                     stored: Callable[[], object] | None = None) -> Reply:
         """Answer ``message``. The caller runs one turn per chat at a time (the bridge's lanes).
         ``images`` (``data:`` URLs) go to the model with this turn's message only: what is stored
-        is its text."""
+        is its text. ``stored`` is called once the user's message is stored (from then on a crash
+        loses none of it: the channel may confirm the delivery)."""
         who = self.identify(message)
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)
         user_message: Message = {"role": "user", "content": message.text}
         user_seq = await self._store_user_message(who.session_id, message.dedupe_key, user_message)
+        if stored is not None:
+            stored()
         if user_seq is None:
             return Reply(_FORGOTTEN_REPLY, reply_to=message.message_id, markdown=False)
         turn = TurnInFlight(who, message.dedupe_key, user_seq)

@@ -157,6 +157,8 @@ class Reply:
 #: dropping redeliveries (the same :attr:`IncomingMessage.dedupe_key` again) are the callback's
 #: job (:mod:`channels.ordering`). A channel therefore calls and awaits it in arrival order, straight
 #: from its intake path, and neither orders nor dedupes messages itself.
+#: Once the message is safe with it (appended to Redis, or its turn stored), the callback's owner
+#: calls :meth:`Channel.accepted`: a channel that confirms deliveries to its platform does so then.
 MessageHandler = Callable[[IncomingMessage], Awaitable[None]]
 
 
@@ -178,6 +180,13 @@ class Channel(ABC):
     async def connect(self) -> None:  # noqa: B027 - most channels can send as soon as they exist
         """Be ready to ``send`` without receiving: a cluster worker answers messages another process
         took in. :meth:`stop` disconnects."""
+
+    def accepted(self, message: IncomingMessage) -> None:  # noqa: B027 - most platforms need not know
+        """``message`` is safe with whoever answers it (appended to the cluster's stream, or its turn
+        stored), so the platform may stop delivering it. Until then a channel that can (Telegram
+        polling) leaves it unconfirmed, and a crash means it is delivered again rather than lost.
+        Called on the event loop; a second call, or one for a message this channel does not hold,
+        does nothing."""
 
     async def stop_receiving(self) -> None:  # noqa: B027 - optional first step of a shutdown
         """Take no new messages, but keep what ``send`` needs: in-flight turns may still answer.

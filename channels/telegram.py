@@ -16,7 +16,6 @@ import logging
 import re
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -30,6 +29,7 @@ from .telegram_delivery import TelegramDelivery
 from .telegram_files import attachment_from_wire
 from .telegram_intake import NON_TEXT_NOTE, AllowedUsers, TelegramIntake
 from .telegram_markdown import to_markdown_v2
+from .telegram_polling import UpdatePoller
 
 __all__ = ["NON_TEXT_NOTE", "TelegramChannel", "to_markdown_v2"]
 
@@ -99,6 +99,7 @@ class TelegramChannel(Channel):
                                           typing_interval=typing_interval)
         self._intake: TelegramIntake | None = None  # made with the application, at start
         self._app: _App | None = None
+        self._poller: UpdatePoller | None = None  # polling mode, while started
         self._bot: Bot | None = None
         self._bot_username: str | None = None
 
@@ -143,13 +144,17 @@ class TelegramChannel(Channel):
     async def stop_receiving(self) -> None:
         """Stop fetching updates; the bot stays connected so turns in flight can still answer.
 
-        Updates not fetched yet stay with Telegram and come again at the next start.
+        Updates not fetched yet, or fetched and not accepted by :meth:`stop`, stay with Telegram and
+        come again at the next start.
         """
-        app = self._app
-        if app is not None and app.updater is not None and app.updater.running:
-            await app.updater.stop()
+        await self._stop_fetching(self._app)
         if self._intake is not None:
             await self._intake.flush()
+
+    def accepted(self, message: IncomingMessage) -> None:
+        """Polling: the updates of ``message`` may be confirmed to Telegram (at the next getUpdates)."""
+        if self._poller is not None:
+            self._poller.receipts.accept(message.dedupe_key)
 
     async def connect(self) -> None:
         """A bot that only sends (``getMe`` once, no updates fetched), for a cluster worker."""
@@ -167,13 +172,15 @@ class TelegramChannel(Channel):
                 await bot.shutdown()
             return
         try:
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
+            await self._stop_fetching(app)
             if app.running:
-                await app.stop()  # hands over updates already fetched
+                await app.stop()  # hands over updates already fetched (webhook)
             if self._intake is not None:
                 await self._intake.flush()  # and the albums gathered from them
+            if self._poller is not None:
+                await self._poller.confirm()  # what was accepted meanwhile
         finally:
+            self._poller = None
             await app.shutdown()
             await app.bot.shutdown()  # the app skips it if getMe failed in start; a no-op otherwise
             self._bot = None
@@ -231,10 +238,20 @@ class TelegramChannel(Channel):
             .job_queue(None)
             .build()
         )
+        if self._mode == "polling":
+            self._poller = UpdatePoller(app.bot, app.process_update, timeout_s=self._poll_timeout,
+                                        allowed_updates=_ALLOWED_UPDATES, interval_s=self._poll_interval)
         self._intake = TelegramIntake(channel_name=self.name, bot=self._require_bot, allowed=self._allowed,
-                                      on_message=on_message, say=self._say, album_wait_s=self._album_wait_s)
+                                      on_message=on_message, say=self._say, album_wait_s=self._album_wait_s,
+                                      receipts=self._poller.receipts if self._poller else None)
         app.add_handler(TypeHandler(Update, self._intake.on_update))
         return app
+
+    async def _stop_fetching(self, app: _App | None) -> None:
+        if self._poller is not None:
+            await self._poller.stop()
+        elif app is not None and app.updater is not None and app.updater.running:
+            await app.updater.stop()
 
     def _learn_identity(self, bot: Bot) -> None:
         """The bot the channel sends with; its handle is also what ``describe`` shows."""
@@ -242,17 +259,15 @@ class TelegramChannel(Channel):
         self._bot_username = bot.username
 
     async def _start_updater(self, app: _App) -> None:
+        """Polling: our own loop (:mod:`channels.telegram_polling`), which confirms an update only
+        once it is accepted; webhook: PTB's server (Telegram counts an update delivered once the
+        server has answered its POST)."""
+        if self._poller is not None:
+            await self._poller.start()
+            return
         updater = app.updater
         if updater is None:
             raise RuntimeError("the Telegram application was built without an updater")
-        if self._mode == "polling":
-            await updater.start_polling(
-                poll_interval=self._poll_interval,
-                timeout=timedelta(seconds=self._poll_timeout),
-                allowed_updates=_ALLOWED_UPDATES,
-                drop_pending_updates=False,
-            )
-            return
         if not self._secret_token:
             log.warning("Telegram webhook without secret_token: anyone with the URL can post")
         await updater.start_webhook(

@@ -35,6 +35,7 @@ from telegram.ext import filters
 from .base import IncomingMessage, MessageHandler
 from .telegram_albums import AlbumGatherer
 from .telegram_files import attachments_of
+from .telegram_polling import Receipts
 
 __all__ = ["NON_TEXT_NOTE", "AllowedUsers", "TelegramIntake"]
 
@@ -79,7 +80,9 @@ class TelegramIntake:
     """Sorts a started bot's updates and hands each turn to ``on_message`` through the album gatherer.
 
     ``bot`` returns the connected bot (its id and handle decide which group messages are addressed
-    to it); ``say`` sends a plain text to a chat, for the non-text note.
+    to it); ``say`` sends a plain text to a chat, for the non-text note. ``receipts`` (polling only)
+    learns what became of each update: settled when it called for nothing more, tied to its
+    message's key when handed on (settled when the handler accepts it), released when that failed.
     """
 
     def __init__(
@@ -91,22 +94,26 @@ class TelegramIntake:
         on_message: MessageHandler,
         say: Callable[[int, str], Awaitable[object]],
         album_wait_s: float,
+        receipts: Receipts | None = None,
     ) -> None:
         self._channel_name = channel_name
         self._bot = bot
         self._allowed = allowed
         self._on_message = on_message
         self._say = say
+        self._receipts = receipts
         self._albums: AlbumGatherer[Update] = AlbumGatherer(self._hand_on, wait_s=album_wait_s)
 
     async def on_update(self, update: Update, _context: object) -> None:
         """Sort one update and pass its message to the album gatherer, which hands it on."""
         if not self._allowed.admit(update.effective_user):
             log.debug("Telegram: dropped update %s from a user not allowed", update.update_id)
+            self._settle([update])
             return
         message = update.message
         if message is None:
             log.debug("Telegram: ignored update %s (not a new message)", update.update_id)
+            self._settle([update])
             return
         await self._albums.submit(message.chat_id, message.media_group_id, update)
 
@@ -115,13 +122,31 @@ class TelegramIntake:
         await self._albums.flush()
 
     async def _hand_on(self, updates: list[Update]) -> None:
-        """One message, or an album's parts in order: run what it calls for."""
-        job = self._job_for(updates)
-        if job is not None:
-            await job()
+        """One message, or an album's parts in order: run what it calls for. A turn's updates are
+        settled when the handler accepts its message; anything else's once it has run."""
+        ids = [update.update_id for update in updates]
+        what = self._job_for(updates)
+        turn = isinstance(what, IncomingMessage)
+        if isinstance(what, IncomingMessage) and self._receipts is not None:
+            self._receipts.expect(what.dedupe_key, ids)
+        try:
+            if isinstance(what, IncomingMessage):
+                await self._on_message(what)
+            elif what is not None:
+                await what()
+        except Exception:
+            if self._receipts is not None:
+                self._receipts.release(ids)
+            raise
+        if not turn:
+            self._settle(updates)
 
-    def _job_for(self, updates: list[Update]) -> Job | None:
-        """What a message (or an album) calls for: a turn, the non-text note, or nothing.
+    def _settle(self, updates: list[Update]) -> None:
+        if self._receipts is not None:
+            self._receipts.settle([update.update_id for update in updates])
+
+    def _job_for(self, updates: list[Update]) -> Job | IncomingMessage | None:
+        """What a message (or an album) calls for: a turn (its message), the non-text note, or nothing.
 
         An album is one turn: its caption (whichever part carries it) is the text, and the files
         of all its parts are the attachments, in the order they came."""
@@ -154,7 +179,7 @@ class TelegramIntake:
             raw=updates[0],
             attachments=attachments,
         )
-        return partial(self._on_message, incoming)
+        return incoming
 
 
 def _read_text(text: str, bot_username: str) -> tuple[str, bool]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import MemorySettings
-from .files.files import append_text, read_text
+from .files.files import append_once, append_text, read_text
 from .files.locks import WorkspaceLock, WriteGuard, check_guard
 from .files.scopes import KNOWLEDGE_SCOPE, MemoryPathError, Workspace, validate_scope
 from .index.database import Database
@@ -251,14 +251,20 @@ class MemoryManager:
         return "\n".join(lines[start_line - 1 : end])
 
     def append_daily(self, scope: str, text: str, *, when: datetime | None = None,
-                     only_if: WriteGuard | None = None) -> Path:
+                     only_if: WriteGuard | None = None, once: str | None = None) -> Path:
         """Append a block to the scope's daily file of ``when`` (default now); returns the file.
-        ``only_if`` is checked under the workspace lock (:class:`~memory.files.locks.WriteWithdrawn`)."""
+        ``only_if`` is checked under the workspace lock (:class:`~memory.files.locks.WriteWithdrawn`).
+        ``once``: a marker the block holds; a block with that marker already in the file, or in the
+        day before's (a redelivery may come after midnight), is not written again."""
         when = when or datetime.now()
         target = self.workspace.daily_file(scope, when.strftime("%Y-%m-%d"))
         with self.lock:
             check_guard(only_if, "the daily memory note")
-            append_text(target, text)
+            if once is None:
+                append_text(target, text)
+            else:
+                day_before = self.workspace.daily_file(scope, f"{when - timedelta(days=1):%Y-%m-%d}")
+                append_once(target, text, once, also_in=[day_before])
         self.indexer.mark_dirty(scope)
         return target
 

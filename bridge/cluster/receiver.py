@@ -10,7 +10,10 @@ failure in between cannot mark a message seen that was never appended. Appends r
 chat (:class:`channels.ordering.ChatLanes`), so a chat's messages enter the stream in arrival order
 and a channel never waits on Redis. While Redis is away the append is retried with a clear log line
 and the chat's later messages wait behind it, so order is kept and nothing is dropped; past
-``MAX_QUEUED`` waiting messages the channels' intake itself waits.
+``MAX_QUEUED`` waiting messages the channels' intake itself waits. Only once a message is appended
+(or found already there) is its channel told (:meth:`~channels.base.Channel.accepted`), so Telegram
+polling confirms nothing that is only in this process's memory: if the process dies, the next
+poller fetches it again, and the dedupe key makes that second append a no-op.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 
 from redis.asyncio import Redis
 
@@ -54,10 +58,12 @@ MAX_QUEUED = 1024  # messages held in memory waiting for their append (a Redis o
 
 
 class Receiver:
-    """The callback every channel of a receiver gets: scope → shard → deduped append."""
+    """The callback every channel of a receiver gets: scope → shard → deduped append; then the
+    message's channel (among ``channels``, by name) is told it was accepted."""
 
-    def __init__(self, config: AppConfig, redis: Redis) -> None:
+    def __init__(self, config: AppConfig, redis: Redis, channels: Mapping[str, Channel]) -> None:
         self.config = config
+        self.channels = channels
         self.keys = Keys(config.cluster.key_prefix)
         self._append = redis.register_script(_APPEND)
         self._thread_channels = thread_scope_channels(config)
@@ -103,6 +109,9 @@ class Receiver:
             log.info("duplicate delivery %s ignored", message.dedupe_key)
         else:
             log.debug("message %s -> shard %d (%s)", message.dedupe_key, shard, entry)
+        channel = self.channels.get(message.channel)
+        if channel is not None:
+            channel.accepted(message)
 
 
 def polls(channel: Channel, config: AppConfig) -> bool:
@@ -194,8 +203,8 @@ async def run_receiver(services: Services) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop.set)
     redis = connect(config.cluster)
-    receiver = Receiver(config, redis)
     channels = build_channels(Services(config), stop.set)
+    receiver = Receiver(config, redis, {channel.name: channel for channel in channels})
     posted = [channel for channel in channels if not polls(channel, config)]
     poller = PollerLease(Leases(redis, new_holder_id(), config.cluster.lease_ttl_s), receiver.keys.poller(),
                          [channel for channel in channels if polls(channel, config)], receiver)

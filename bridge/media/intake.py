@@ -213,7 +213,7 @@ class MediaIntake:
         if page:
             return await notes.save_page(self.knowledge, page, title, extracted.text, who.user), ""
         summary = await notes.summarize(self.llm, title, extracted.text)
-        await notes.save_note(self.memory, who.scope, title, summary, extracted.text)
+        await notes.save_note(self.memory, who.scope, title, summary, extracted.text, message_key=message.dedupe_key)
         return (f"Saved {title} to your memory ({_size(extracted)}). {summary}",
                 f"[file {title}, saved to memory: {summary}]")
 

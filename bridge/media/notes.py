@@ -1,13 +1,15 @@
 """A document's text as memory: a note in the scope's daily memory, or (by an admin) a knowledge page.
 
-The note is a block of the day's daily file: a heading with the file's (sanitised) name, a short
-summary, then the text. The ordinary index sync chunks and indexes it like any daily memory, so a
-search in that scope finds it and no other scope does. The summary is the LLM's; without one (no
-model, or it failed) it is the text's first lines.
+The note is a block of the day's daily file: a heading with the file's (sanitised) name and the
+message's marker (so a redelivery saves no second note), a short summary, then the text. The
+ordinary index sync chunks and indexes it like any daily memory, so a search in that scope finds it
+and no other scope does. The summary is the LLM's; without one (no model, or it failed) it is the
+text's first lines.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from datetime import datetime
@@ -52,11 +54,16 @@ async def summarize(llm: LLMClient, title: str, text: str) -> str:
 
 
 async def save_note(memory: MemoryManager, scope: str, title: str, summary: str, text: str,
-                    when: datetime | None = None) -> None:
-    """Append the document's note to the scope's daily memory (indexed at the next sync)."""
+                    when: datetime | None = None, *, message_key: str) -> None:
+    """Append the document's note to the scope's daily memory (indexed at the next sync), once per
+    message: its heading carries a marker made from ``message_key`` (the message's dedupe key), so
+    the same message delivered again after a crash (before its delivery was recorded done) finds
+    its note there and writes none. The marker is a hash: the chat's ids stay out of the note."""
     when = when or datetime.now()
-    block = f"## {when:%H:%M} File: {as_note_text(title)}\nSummary: {as_note_text(summary)}\n\n{as_note_text(text)}\n"
-    await offload.run(memory.append_daily, scope, block, when=when)
+    marker = f"<!-- note:{hashlib.sha256(message_key.encode()).hexdigest()[:16]} -->"
+    block = (f"## {when:%H:%M} File: {as_note_text(title)} {marker}\nSummary: {as_note_text(summary)}\n\n"
+             f"{as_note_text(text)}\n")
+    await offload.run(memory.append_daily, scope, block, when=when, once=marker)
 
 
 def knowledge_page(caption: str) -> str | None:

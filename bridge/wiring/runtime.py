@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from channels import Channel, IncomingMessage, Reply
 from channels.ordering import ChatLanes, RecentKeys
@@ -66,18 +67,22 @@ class Bridge:
         if not self._accepting:
             log.info("not accepting messages (shutting down); dropped %s", message.dedupe_key)
             return
+        channel = self.channels[message.channel]
         if not self._seen.add(message.dedupe_key):
             log.info("duplicate delivery %s ignored", message.dedupe_key)
+            # accepted behind the first delivery's turn, which may not have stored it yet
+            await self._lanes.submit(message.chat_key, lambda: self._accepted(channel, message))
             agent = self.services.agent
             if agent.meter is not None:
                 await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
             return
-        channel = self.channels[message.channel]
         received = time.monotonic()
         await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message, received))
 
     async def _answer(self, channel: Channel, message: IncomingMessage, received: float) -> None:
-        """One queued message; a failure is told to the user and the chat goes on."""
+        """One queued message; a failure is told to the user and the chat goes on. Either way the
+        message is then done with (its channel may confirm it), unless the turn was cancelled at
+        shutdown: then the platform delivers it again at the next start."""
         try:
             if await self.process(channel, message) is not None:
                 metrics.TURN_SECONDS.labels(channel.name).observe(time.monotonic() - received)
@@ -85,6 +90,11 @@ class Bridge:
             log.exception("message %s failed", message.dedupe_key)
             await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
                                                     markdown=False), message)
+        channel.accepted(message)
+
+    @staticmethod
+    async def _accepted(channel: Channel, message: IncomingMessage) -> None:
+        channel.accepted(message)
 
     # ----------------------------------------------------------- pipeline
     def context_for(self, message: IncomingMessage) -> EventContext:
@@ -118,7 +128,7 @@ class Bridge:
             return None
         if await self.plugins.dispatch(Event.HANDLE, ctx) is not Action.BREAK_PASS:
             async with channel.working(message):
-                ctx.reply = await self.services.agent.handle(message, images)
+                ctx.reply = await self.services.agent.handle(message, images, stored=partial(channel.accepted, message))
         if ctx.reply is None:
             return None
         made = ctx.reply.file

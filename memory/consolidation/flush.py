@@ -20,7 +20,7 @@ from enum import StrEnum
 from ..conversations.conversations import ConversationStore
 from ..conversations.flush_jobs import DAILY_REASON, FlushJob
 from ..conversations.turns import Turn, is_scheduled
-from ..files.files import append_text
+from ..files.files import append_once
 from ..index.chunker import SECTION_TITLES
 from ..manager import MemoryManager
 from .offload import Offload
@@ -161,9 +161,7 @@ class Flusher:
         with self.memory.lock:
             if self._messages(job) != summarized:
                 return None
-            written = not (target.is_file() and marker in target.read_text(encoding="utf-8", errors="replace"))
-            if written:
-                append_text(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n")
+            written = append_once(target, f"## {self._clock():%H:%M} {title} {marker}\n{summary}\n", marker)
             self.store.remember_summary(job, summary, _SUMMARY_KEEP_CHARS)
         if written:
             self.memory.indexer.mark_dirty(job.scope)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -43,6 +43,18 @@ def append_text(target: Path, text: str) -> None:
         os.fsync(handle.fileno())
     if created:
         fsync_dir(target.parent)
+
+
+def append_once(target: Path, text: str, marker: str, *, also_in: Sequence[Path] = ()) -> bool:
+    """Append ``text``, which holds ``marker``, unless ``target`` (or a file of ``also_in``) holds
+    the marker already: the block of a job run again after a crash (a flush, a redelivered
+    document's note) is written once. False when it was there. The caller holds the workspace
+    lock, so the check and the append are one step for every writer."""
+    for path in (target, *also_in):
+        if path.is_file() and marker in read_text(path):
+            return False
+    append_text(target, text)
+    return True
 
 
 def atomic_write(target: Path, data: bytes) -> None:

@@ -137,3 +137,25 @@ async def test_shutdown_cancels_a_turn_still_running_after_the_grace(tmp_path, f
     await gate.wait_entered(1)
     await asyncio.wait_for(bridge.shutdown(), HANG_GUARD_S)
     assert gate.running == 0 and gate.entered == ["stuck"] and channel.sent == []
+    assert channel.accepted_keys == []  # neither may be confirmed: the platform delivers both again
+
+
+async def test_a_message_is_accepted_once_its_turn_stored_it_and_a_redelivery_not_before(tmp_path, fake_llm) -> None:
+    """What the channel may confirm to its platform: a message held before its turn stored it is
+    not accepted yet, nor is a redelivery of it (dropped as a duplicate) until the first is."""
+    gate = Gate("a0")
+    bridge, channel = await started(tmp_path, fake_llm, gate)
+    try:
+        message = dm("a0", user="1")
+        await channel.push(message)
+        await gate.wait_entered(1)
+        await channel.push(message)  # delivered again while the first is held
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert channel.accepted_keys == []
+        gate.open.set()
+        await channel.wait_sent(1)
+        assert set(channel.accepted_keys) == {message.dedupe_key} and len(fake_llm.requests) == 1
+    finally:
+        await bridge.shutdown()
+

@@ -395,7 +395,7 @@ async def test_stopping_hands_on_an_album_still_gathering(fake: FakeTelegram, st
     recorder.on_turn = _record_only
     fake.push_photo(DM, ALICE, media_group_id="a1", photo="a", caption="last words")
     fake.push_photo(DM, ALICE, media_group_id="a1", photo="b")
-    await fake.wait_confirmed()
+    await fake.wait_fetched()
 
     await asyncio.wait_for(channel.stop(), STOP_TIMEOUT_S)
     assert [(m.text, album_names(m)) for m in recorder.messages] == [
@@ -404,6 +404,54 @@ async def test_stopping_hands_on_an_album_still_gathering(fake: FakeTelegram, st
 
 async def _record_only(_message: IncomingMessage) -> None:
     """A turn that sends nothing (the channel may be stopping)."""
+
+
+async def test_an_update_is_confirmed_only_once_its_message_is_accepted(fake: FakeTelegram, start: Starter) -> None:
+    """The offset passes an update only after the handler said its message is safe; fetched again
+    meanwhile (Telegram answers with it until then), it is handed on once."""
+    channel, recorder = await start()
+    recorder.on_turn = _record_only
+    update = fake.push_text(DM, ALICE, "keep me")
+    await eventually(lambda: bool(recorder.messages), "the message handed on")
+    polls = len(fake.offsets)
+    await fake.wait_until(lambda: len(fake.offsets) >= polls + 2, what="two more polls")
+    assert max(offset or 0 for offset in fake.offsets) == update["update_id"]
+
+    channel.accepted(recorder.messages[0])
+    await fake.wait_confirmed()
+    assert recorder.texts() == ["keep me"]
+
+
+async def test_an_update_whose_handing_on_failed_is_handed_on_again(fake: FakeTelegram, start: Starter) -> None:
+    channel, recorder = await start()
+    failures = [RuntimeError("the handler failed")]
+
+    async def flaky(message: IncomingMessage) -> None:
+        if failures:
+            raise failures.pop()
+        channel.accepted(message)
+
+    recorder.on_turn = flaky
+    fake.push_text(DM, ALICE, "again")
+    await fake.wait_confirmed()
+    assert recorder.texts() == ["again", "again"]
+
+
+async def test_stopping_confirms_what_was_accepted_and_leaves_the_rest(fake: FakeTelegram, start: Starter) -> None:
+    """At stop, the updates accepted are confirmed; one still in hand comes again at the next start."""
+    channel, recorder = await start()
+    recorder.on_turn = _record_only
+    first = fake.push_text(DM, ALICE, "accepted")
+    second = fake.push_text(BOB, BOB, "in hand")
+    await eventually(lambda: len(recorder.messages) == 2, "both handed on")
+    channel.accepted(recorder.messages[0])
+    await asyncio.wait_for(channel.stop(), STOP_TIMEOUT_S)
+    assert fake.offsets[-1] == second["update_id"] > first["update_id"]
+
+    _again, recorder = await start()
+    recorder.on_turn = _record_only
+    await eventually(lambda: bool(recorder.messages), "the update in hand delivered again")
+    assert recorder.texts() == ["in hand"]
 
 
 async def test_messages_are_handed_on_in_arrival_order(fake: FakeTelegram, start: Starter) -> None:

@@ -11,11 +11,13 @@ import zipfile
 from datetime import datetime
 
 import pytest
+from fakes import HANG_GUARD_S
 from fakes.openai_server import FakeOpenAI
 from fakes.telegram_server import BOT_USERNAME, TOKEN, FakeTelegram
 from support.bot import make_services
 from support.media import echo_summary
 
+from bridge.conversation import session_key
 from bridge.media.photos import DESCRIBE
 from bridge.wiring.runtime import Bridge, build_plugins
 from channels.telegram import TelegramChannel
@@ -157,6 +159,29 @@ async def test_a_redelivered_update_is_answered_once_and_chats_in_order(world) -
     assert [s["text"] for s in sent if s["chat_id"] in (501, "501")] == [f"echo a{i}" for i in range(4)]
     assert [s["text"] for s in sent if s["chat_id"] in (502, "502")] == [f"echo b{i}" for i in range(1, 4)]
     assert len(llm.requests) == 7
+
+
+async def test_an_update_is_confirmed_once_its_message_is_stored_not_before(world) -> None:
+    """One process: Telegram is told the update arrived (the offset passes it) only once the
+    person's message is in the conversation store, and then without waiting for the answer."""
+    telegram, llm, services = world
+    session = session_key("telegram-501", "telegram::501:")
+    early: list[int] = []
+
+    async def check(offset: int | None) -> None:
+        if offset is not None and offset > update["update_id"] and \
+                services.conversations.user_seq(session, "the door is blue") is None:
+            early.append(offset)
+
+    telegram.on_poll = check
+    release = asyncio.Event()
+    held = llm.hold_first(lambda body: True, release)
+    update = telegram.push_text(501, 501, "the door is blue")
+    await asyncio.wait_for(held.wait(), HANG_GUARD_S)
+    await telegram.wait_confirmed()  # while the model still holds its answer
+    release.set()
+    await telegram.wait_sent(1)
+    assert early == []
 
 
 async def test_memory_forget_lists_then_forget_bang_removes_the_text_from_every_file(world) -> None:

@@ -7,7 +7,8 @@ A formatting bug the real API would reject therefore fails a test here first.
 
 Scripting: ``push_*`` queues updates for ``getUpdates`` (the ``*_update`` builders only build them,
 e.g. to post to a webhook), ``fail_next`` makes the next calls of a method fail, and ``sent``,
-``edits``, ``actions`` and ``calls`` record what the bot did. ``host_file`` puts a file behind
+``edits``, ``actions``, ``calls`` and ``offsets`` (of getUpdates: what the bot confirmed) record
+what the bot did; ``on_poll`` checks each offset as it comes. ``host_file`` puts a file behind
 ``getFile`` and ``/file/bot<token>/<file_path>`` (``files`` scripts and records its downloads).
 """
 
@@ -358,6 +359,11 @@ class FakeTelegram:
         self._file_paths: dict[str, tuple[str, str]] = {}  # file_id -> (file_unique_id, file_path)
         self.documents: list[dict[str, Any]] = []  # sendDocument uploads, with the bytes received
         self.commands: list[dict[str, str]] | None = None  # the menu set by setMyCommands
+        self.offsets: list[int | None] = []  # the ``offset`` of every getUpdates, in order
+        self.fetched: set[int] = set()  # update_ids getUpdates has returned
+        #: Awaited with a getUpdates call's offset before it confirms anything: a test's check of
+        #: what the bot may confirm at that moment.
+        self.on_poll: Callable[[int | None], Awaitable[None]] | None = None
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=MAX_UPLOAD + (1 << 20))
@@ -529,6 +535,11 @@ class FakeTelegram:
         """Return once the bot has fetched every pushed update and confirmed it (next ``offset``)."""
         await self.wait_until(lambda: not self._pending, timeout, "every update confirmed")
 
+    async def wait_fetched(self, timeout: float = HANG_GUARD_S) -> None:
+        """Return once getUpdates has returned every pushed update (confirmed or not)."""
+        await self.wait_until(lambda: all(u["update_id"] in self.fetched for u in self._pending), timeout,
+                              "every update fetched")
+
     async def wait_sent(self, n: int, timeout: float = HANG_GUARD_S) -> list[dict[str, Any]]:
         """The first ``n`` messages the bot sent, once there are that many."""
         await self.wait_until(lambda: len(self.sent) >= n, timeout, f"{n} sent message(s)")
@@ -613,6 +624,9 @@ class FakeTelegram:
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Long poll: confirm what lies below ``offset``, answer as soon as anything is queued."""
         offset = params.get("offset")
+        self.offsets.append(offset)
+        if self.on_poll is not None:
+            await self.on_poll(offset)
         limit = params.get("limit") or 100
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(params.get("timeout") or 0)
@@ -621,6 +635,7 @@ class FakeTelegram:
                 self._pending = [u for u in self._pending if u["update_id"] >= offset]
             remaining = deadline - loop.time()
             if self._pending or remaining <= 0 or self._closing:
+                self.fetched.update(u["update_id"] for u in self._pending[:limit])
                 return self._pending[:limit]
             self._changed.clear()
             with contextlib.suppress(TimeoutError):

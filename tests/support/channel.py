@@ -16,6 +16,10 @@ class RecordingChannel(Channel):
         self.files: list[tuple[str, bytes, IncomingMessage]] = []  # (name, bytes as sent, to)
         self._handler: MessageHandler | None = None
         self._new = asyncio.Event()
+        self.accepted_keys: list[str] = []  # Channel.accepted calls, in order: what may be confirmed
+
+    def accepted(self, message: IncomingMessage) -> None:
+        self.accepted_keys.append(message.dedupe_key)
 
     async def start(self, on_message: MessageHandler) -> None:
         self._handler = on_message

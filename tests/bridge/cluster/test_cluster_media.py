@@ -107,3 +107,39 @@ async def test_a_photo_and_a_document_redelivered_after_a_kill_are_answered_once
     assert file_answer.startswith("re: [file plan.md, saved to memory: a gardening plan, take")
     assert file_answer.endswith("keep this please")
     assert len(notes(tmp_path / "cluster", file_chat)) == 1
+
+
+@pytest.mark.timeout(300)
+async def test_a_captionless_document_redelivered_after_a_kill_between_its_note_and_its_reply_is_saved_once(
+        tmp_path, redis_server, redis, fake_llm, fake_telegram) -> None:
+    """No turn follows a document without a caption: its note is saved, then "Saved …" is sent. A
+    worker killed in between (its reply held up by flood control) leaves the entry pending; the
+    next holder reads the document again and must not save a second note."""
+    fake_llm.responder = responder()
+    chat, _other = chats_in_one_shard()
+    config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
+                            telegram_url=fake_telegram.base_url, shards=SHARDS, lease_ttl_s=2.0)
+    workers = [await Role.start(config, "worker", f"worker{i}") for i in range(2)]
+    receiver = await Role.start(config, "receiver", "receiver")
+    roles = [*workers, receiver]
+    sent = lambda: [m["visible"] for m in fake_telegram.sent if int(m["chat_id"]) == chat]  # noqa: E731
+    try:
+        await wait_all(roles, lambda: all(len(w.shards) == 1 for w in workers), "one shard each", timeout=120)
+        await receiver.wait_line("holds the poller lease")
+        fake_telegram.fail_next("sendMessage", 429, "Too Many Requests: retry after 120", retry_after=120)
+        fake_telegram.push_message(chat, chat, {
+            "document": {**fake_telegram.host_file(b"# Plan\nSow beans in May.\n"), "file_name": "plan.md",
+                         "mime_type": "text/markdown"}})
+        await fake_telegram.wait_until(lambda: any(method == "sendMessage" for method, _ in fake_telegram.calls),
+                                       what="the reply tried (the note is saved before it)")
+        assert len(notes(tmp_path / "cluster", chat)) == 1
+        holder = await redis.get(Keys("membridge").lease(shard_of(f"telegram-{chat}", SHARDS)))
+        victim = next(worker for worker in workers if worker.worker_id == holder)
+        victim.kill()
+        await wait_all(roles, lambda: bool(sent()), "the reply after the kill")
+    finally:
+        for role in roles:
+            await role.stop()
+    [reply] = sent()
+    assert reply.startswith("Saved plan.md to your memory")
+    assert len(notes(tmp_path / "cluster", chat)) == 1

@@ -4,6 +4,7 @@ bombs are refused and do no harm."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -37,7 +38,8 @@ async def test_a_pdf_in_a_dm_becomes_a_note_found_by_search_in_that_scope_only(r
     await channel.wait_sent(1)
     assert channel.texts() == ["Saved on-call.pdf to your memory (2 pages, 90 characters). The team's on-call rules."]
     note = today_file(bridge).read_text(encoding="utf-8")
-    assert "File: on-call.pdf\nSummary: The team's on-call rules.\n\nOn-call rules: the pager rotates" in note
+    assert re.search(r"File: on-call\.pdf <!-- note:[0-9a-f]{16} -->\nSummary: The team's on-call rules\.\n\n"
+                     r"On-call rules: the pager rotates", note)
     assert stored(bridge) == []  # a file with no caption is not a turn
     await channel.push(with_files("/memory search pager rotates Monday"))
     await channel.push(with_files("/memory search pager rotates Monday", user="43"))
@@ -67,7 +69,7 @@ async def test_without_an_llm_summary_the_note_starts_with_the_first_lines(runni
     assert channel.texts() == ["Saved list.md to your memory (49 characters). # Packing list passport, charger <!-- flush:1 -->"]
     note = today_file(bridge).read_text(encoding="utf-8")
     assert "\n\n\\# Packing list\npassport, charger\n&lt;!-- flush:1 -->\n" in note  # inert in the daily file
-    assert "<!--" not in note
+    assert note.count("<!--") == 1 and re.search(r"^## \d\d:\d\d File: list\.md <!-- note:[0-9a-f]{16} -->$", note, re.M)
 
 
 async def test_an_admin_makes_a_file_a_knowledge_page(running, fake_llm) -> None:
@@ -161,6 +163,20 @@ async def test_a_hostile_name_touches_no_path(running, fake_llm, tmp_path) -> No
     await channel.wait_sent(1)
     assert channel.texts()[0].startswith("Saved x.txt to your memory")
     assert [path for path in tmp_path.rglob("x.txt")] == []
-    assert "File: x.txt\n" in today_file(bridge).read_text(encoding="utf-8")
+    assert re.search(r"File: x\.txt <!-- note:[0-9a-f]{16} -->\n", today_file(bridge).read_text(encoding="utf-8"))
     [kept] = bridge.services.workspace.media_dir("telegram-42").iterdir()
     assert kept.read_bytes() == b"the spare key is under the blue pot" and kept.name != "x.txt"
+
+
+async def test_a_document_delivered_again_to_a_fresh_process_saves_no_second_note(running, fake_llm) -> None:
+    """One process confirms a captionless document to Telegram only after answering it; killed
+    before that, the next process gets the same message again (it remembers no delivery keys)."""
+    message = with_files("", MemoryAttachment("document", "plan.md", b"Sow beans in May.\n", "text/markdown"))
+    first, channel = await running()
+    await channel.push(message)
+    await channel.wait_sent(1)
+    _second, again = await running()
+    await again.push(message)
+    [(reply, _to)] = await again.wait_sent(1)
+    assert reply.text.startswith("Saved plan.md to your memory")
+    assert today_file(first).read_text(encoding="utf-8").count("File: plan.md") == 1
