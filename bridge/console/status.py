@@ -34,9 +34,8 @@ def status_view(services: Services, now: float | None = None) -> dict[str, Any]:
         "flush_backlog": {"pending": jobs.get("pending", 0),
                           "oldest_pending_age_s": round(now - oldest, 1) if oldest is not None else None},
         "nightly": _nightly(services, now),
-        "top_usage": [{"scope": row.scope, "prompt_tokens": row.prompt_tokens,
-                       "completion_tokens": row.completion_tokens, "turns": row.turns}
-                      for row in book.report(date.today(), date.today(), limit=10)],
+        "top_usage": [{"scope": row.scope, "prompt_tokens": row.prompt_tokens, "completion_tokens": row.completion_tokens,
+                       "turns": row.turns, "upkeep_tokens": row.upkeep_tokens} for row in book.top(date.today(), 10)],
     }
 
 

@@ -139,7 +139,8 @@
       const room = width - labelWidth;
       const prompt = (item.prompt_tokens / most) * room;
       const completion = (item.completion_tokens / most) * room;
-      const tip = `${item.scope}: ${number(item.prompt_tokens)} prompt + ${number(item.completion_tokens)} completion tokens, ${item.turns} turns`;
+      const upkeep = item.upkeep_tokens ? ` (${number(item.upkeep_tokens)} of them memory upkeep)` : "";
+      const tip = `${item.scope}: ${number(item.prompt_tokens)} prompt + ${number(item.completion_tokens)} completion tokens${upkeep}, ${item.turns} turns`;
       drawing.append(svg("rect", { x: labelWidth, y: y + 4, width: prompt, height: 14, fill: COLOURS.prompt, "data-scope": item.scope }, tip));
       drawing.append(svg("rect", { x: labelWidth + prompt, y: y + 4, width: completion, height: 14, fill: COLOURS.completion }, tip));
     });
@@ -153,6 +154,7 @@
     const latency = status.model_latency_ms;
     const backlog = status.flush_backlog;
     const figure = (text) => el("p", text, "status-figure");
+    const upkeep = status.top_usage.reduce((sum, item) => sum + item.upkeep_tokens, 0);
     section.replaceChildren(
       card("Turns, last 24 hours", figure(`${number(total)} turns`), shareBar(outcomes, "turns by outcome"), legend(outcomes),
         hourlyChart(status.turns_by_hour)),
@@ -163,7 +165,8 @@
         el("p", `next run ${clock(status.nightly.next_run)}`, "muted")),
       card("Top usage today", status.top_usage.length ? usageChart(status.top_usage) : el("p", "No model use today.", "muted"),
         legend([["prompt", status.top_usage.reduce((sum, item) => sum + item.prompt_tokens, 0)],
-          ["completion", status.top_usage.reduce((sum, item) => sum + item.completion_tokens, 0)]])),
+          ["completion", status.top_usage.reduce((sum, item) => sum + item.completion_tokens, 0)]]),
+        el("p", upkeep ? `${number(upkeep)} of these tokens were memory upkeep (flush, daily summary, dream), which limits do not count.` : "", "muted")),
     );
   }
 
