@@ -11,7 +11,6 @@ nothing twice.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,7 +23,7 @@ from ..conversations.turns import Turn, is_scheduled
 from ..files.files import append_text
 from ..index.chunker import SECTION_TITLES
 from ..manager import MemoryManager
-from .offload import Offload
+from .offload import Offload, to_thread
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +99,7 @@ class Flusher:
     """Runs flush jobs; safe to run again after a crash at any point."""
 
     def __init__(self, store: ConversationStore, memory: MemoryManager, *, clock: Callable[[], datetime] = datetime.now,
-                 offload: Offload = asyncio.to_thread) -> None:
+                 offload: Offload = to_thread) -> None:
         self.store = store
         self.memory = memory
         self._clock = clock
