@@ -89,7 +89,8 @@ async def test_the_status_endpoint_needs_a_token_and_answers_every_key(client: T
     response = await client.get("/api/status", headers={"Authorization": "Bearer read-tok"})
     assert response.status == 200
     body = await response.json()
-    assert list(body) == ["turns_24h", "turns_by_hour", "model_latency_ms", "flush_backlog", "nightly", "top_usage"]
+    assert list(body) == ["turns_24h", "turns_by_hour", "model_latency_ms", "flush_backlog", "nightly", "top_usage",
+                          "warnings"]
     assert body["turns_24h"] == {"answered": 0, "refused": 0, "failed": 0, "deduplicated": 0}
     assert body["model_latency_ms"] == {"p50": None, "p95": None, "count": 0}
-    assert body["nightly"]["last_success"] is None and body["top_usage"] == []
+    assert body["nightly"]["last_success"] is None and body["top_usage"] == [] and body["warnings"] == []

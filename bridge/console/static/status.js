@@ -1,8 +1,10 @@
 // membridge memory console: the status page (#/status), what an operator looks at first.
 //
 // A view like the others (core.js explains how views register): the router gives it #/status and
-// its section. The figures come from GET /api/status (the bot's durable records in index.db) and
-// are drawn as small inline SVG charts; every text goes in with textContent.
+// its section. The figures come from GET /api/status (the bot's durable records in index.db, and in
+// a cluster the receivers' count of dropped redeliveries in Redis) and are drawn as small inline SVG
+// charts; a figure the server could not read comes with a warning, shown under the turns.
+// Every text goes in with textContent.
 "use strict";
 
 (() => {
@@ -157,7 +159,7 @@
     const upkeep = status.top_usage.reduce((sum, item) => sum + item.upkeep_tokens, 0);
     section.replaceChildren(
       card("Turns, last 24 hours", figure(`${number(total)} turns`), shareBar(outcomes, "turns by outcome"), legend(outcomes),
-        hourlyChart(status.turns_by_hour)),
+        hourlyChart(status.turns_by_hour), ...status.warnings.map((text) => el("p", text, "status-warning"))),
       card("Model latency", figure(latency.count ? `p50 ${number(latency.p50)} ms · p95 ${number(latency.p95)} ms` : "no requests"),
         latencyChart(latency), el("p", `${number(latency.count)} requests in 24 hours`, "muted")),
       card("Flush backlog", figure(`${number(backlog.pending)} pending`), el("p", duration(backlog.oldest_pending_age_s), "muted")),
