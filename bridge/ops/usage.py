@@ -35,9 +35,9 @@ CREATE TABLE IF NOT EXISTS usage_turns (
 CREATE INDEX IF NOT EXISTS usage_turns_at ON usage_turns (at);
 """ + _DAILY
 OUTCOMES = ("answered", "refused", "failed", "deduplicated")
-CHAT = "chat"
+CHAT, FLUSH, DAILY_SUMMARY, DREAM = "chat", "flush", "daily_summary", "dream"
 #: What a row is, as ``membridge usage`` and ``/usage`` name it: a turn, or memory upkeep for the scope.
-KINDS = {CHAT: "chat", "flush": "flush", "daily_summary": "daily summary", "dream": "dream"}
+KINDS = {CHAT: "chat", FLUSH: "flush", DAILY_SUMMARY: "daily summary", DREAM: "dream"}
 _KIND_ORDER = "CASE kind " + " ".join(f"WHEN '{kind}' THEN {n}" for n, kind in enumerate(KINDS)) + " END"
 
 

@@ -220,11 +220,12 @@ class Services:
     def _dream_model(self, scope: str) -> Callable[[str, str], Awaitable[str]]:
         """Deep Dream's model call (:data:`memory.consolidation.dream.Complete`) in the LLM's chat
         format, charged to ``scope``."""
+        from ..ops.usage import DREAM
 
         async def complete(instructions: str, material: str) -> str:
             request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
             response = await self.llm.complete(request)
-            await self.meter.charge(scope, "dream", response)
+            await self.meter.charge(scope, DREAM, response)
             return response.content
 
         return complete

@@ -19,6 +19,7 @@ from memory import Flusher, FlushJob, Summarizer, Turn, conversation_text
 
 from .. import offload
 from ..llm import LLMClient, LLMResponse
+from ..ops.usage import DAILY_SUMMARY, FLUSH
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def llm_summarizer(llm: LLMClient, charge: Charge) -> Summarizer:
             {"role": "user", "content": conversation_text(messages)[:24_000]},
         ]
         response = await llm.complete(request)
-        await charge(job.scope, "daily_summary" if job.is_daily_summary else "flush", response)
+        await charge(job.scope, DAILY_SUMMARY if job.is_daily_summary else FLUSH, response)
         return response.content
 
     return summarize
