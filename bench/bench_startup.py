@@ -4,8 +4,9 @@ A small seeded workspace (``common.generate_workspace``: 100 files, ~300 chunks)
 per embedding provider (none, local, openai) and indexed keyword-only and with the local model;
 then hyperfine times each command (one warm-up run, then ``--runs``), every reading command with
 every provider. The table gives, per command and tree, the median and
-the fastest wall-clock run and the mean CPU time (user + system): on a shared machine the CPU time
-and the fastest run say most about the code, the median about the load.
+the fastest wall-clock run and the mean CPU time (user + system), with the 1-minute load average
+as each command's runs began: on a shared machine the CPU time and the fastest run say most about
+the code, the median about the load.
 ``--before DIR`` also times another checkout of the code with the same venv (``PYTHONPATH=DIR``),
 right before each command of this tree, so both see the same machine load:
 
@@ -101,14 +102,15 @@ def main() -> None:
         shutil.copy(work / "none" / "index.db", work / "openai" / "index.db")  # the same files, keyword-indexed
         trees = ([args.before] if args.before else []) + [args.after]
         heads = (["before"] if args.before else []) + [args.after or "this tree"]
-        print(f"| command ({args.runs} runs: p50 / fastest / CPU) | " + " | ".join(heads) + " |")
-        print("|---|" + "---:|" * len(trees))
+        print(f"| command ({args.runs} runs: p50 / fastest / CPU) | " + " | ".join(heads) + " | load |")
+        print("|---|" + "---:|" * (len(trees) + 1))
         for label, config_name, arguments in COMMANDS:
+            load = f"{os.getloadavg()[0]:.1f}"
             lines = [command_line(configs[config_name], arguments, tree) for tree in trees]
             timed = [line for line in lines if works(line)]
             figures = dict(zip(timed, timings(timed, args.runs, work), strict=True)) if timed else {}
             cells = [figures.get(line, "n/a") for line in lines]
-            print(f"| `{label}` | " + " | ".join(cells) + " |", flush=True)
+            print(f"| `{label}` | " + " | ".join(cells) + f" | {load} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from channels import IncomingMessage
 from memory import GLOBAL_SCOPE
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # channels imports asyncio (~15 ms), which a reading command never needs
+    from channels import IncomingMessage
+
     from .config import AppConfig
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

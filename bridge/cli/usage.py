@@ -16,9 +16,10 @@ if TYPE_CHECKING:
     from ..ops.usage import UsageRow
     from ..wiring.app import Services
 
-USAGE_DETAILS = """Each row is one scope on one day: answered messages, messages refused over limits:, and the
-model's prompt and completion tokens (~ marks figures estimated where the server sent no usage).
-Rows are kept usage.keep_days days."""
+USAGE_DETAILS = """Each row is one scope on one day and one kind: chat (answered messages, messages refused over
+limits:) or the memory upkeep done for the scope (flush, daily summary, dream: its model requests),
+with the model's prompt and completion tokens (~ marks figures estimated where the server sent no
+usage). Limits count chat only. Rows are kept usage.keep_days days."""
 
 
 def cmd_usage(services: Services, args: argparse.Namespace) -> int:
@@ -42,16 +43,23 @@ def cmd_usage(services: Services, args: argparse.Namespace) -> int:
 
 
 def render(rows: list[UsageRow], days: int) -> str:
-    """The table: one line per scope and day, newest day first, then a total."""
+    """The table: one line per scope, day and kind, newest day first, then a total (its turns: the
+    answered messages)."""
+    from ..ops.usage import CHAT, KINDS
+
     if not rows:
         return f"no model use recorded in the last {days} day(s)"
     width = max(len("scope"), *(len(row.scope) for row in rows))
-    lines = [f"{'day':<10}  {'scope':<{width}}  {'turns':>6} {'refused':>7} {'prompt':>10} {'completion':>10} {'total':>11}"]
-    for row in rows:
+    kinds = [KINDS.get(row.kind, row.kind) for row in rows]
+    kind_width = max(len("kind"), *(len(kind) for kind in kinds))
+    lines = [f"{'day':<10}  {'scope':<{width}}  {'kind':<{kind_width}}  {'turns':>6} {'refused':>7} {'prompt':>10}"
+             f" {'completion':>10} {'total':>11}"]
+    for row, kind in zip(rows, kinds, strict=True):
         mark = "~" if row.estimated else ""
-        lines.append(f"{row.day:<10}  {row.scope:<{width}}  {row.turns:>6} {row.refused:>7} {row.prompt_tokens:>10,}"
-                     f" {row.completion_tokens:>10,} {mark + format(row.tokens, ','):>11}")
+        lines.append(f"{row.day:<10}  {row.scope:<{width}}  {kind:<{kind_width}}  {row.turns:>6} {row.refused:>7}"
+                     f" {row.prompt_tokens:>10,} {row.completion_tokens:>10,} {mark + format(row.tokens, ','):>11}")
     total = sum(row.tokens for row in rows)
-    lines.append(f"{'total':<10}  {'':<{width}}  {sum(r.turns for r in rows):>6} {sum(r.refused for r in rows):>7}"
-                 f" {sum(r.prompt_tokens for r in rows):>10,} {sum(r.completion_tokens for r in rows):>10,} {total:>11,}")
+    lines.append(f"{'total':<10}  {'':<{width}}  {'':<{kind_width}}  {sum(r.turns for r in rows if r.kind == CHAT):>6}"
+                 f" {sum(r.refused for r in rows):>7} {sum(r.prompt_tokens for r in rows):>10,}"
+                 f" {sum(r.completion_tokens for r in rows):>10,} {total:>11,}")
     return "\n".join(lines)

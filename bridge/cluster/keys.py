@@ -54,6 +54,10 @@ class Keys:
         """The lease of the one receiver that polls (Telegram polling, Slack Socket Mode)."""
         return f"{self.prefix}:poller"
 
+    def duplicates(self, hour: int) -> str:
+        """A hash shard -> redeliveries the receivers dropped in clock hour ``hour`` (epoch seconds // 3600)."""
+        return f"{self.prefix}:duplicates:{hour}"
+
     def nightly(self) -> str:
         """A hash shard -> day of its last nightly pass, mirrored from the shard for ``cluster status``."""
         return f"{self.prefix}:nightly"

@@ -39,6 +39,7 @@ from ..wiring.app import Services
 from ..wiring.runtime import build_channels
 from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
+from .duplicates import DuplicateTally
 from .fencing import WATCH_S, LeaseClock
 from .keys import FIELD, Keys, encode_message, shard_of
 from .leases import Leases, new_holder_id
@@ -68,6 +69,7 @@ class Receiver:
         self._append = redis.register_script(_APPEND)
         self._thread_channels = thread_scope_channels(config)
         self._lanes = ChatLanes("receiver", max_pending=MAX_QUEUED)
+        self._duplicates = DuplicateTally(redis, self.keys)
 
     def shard(self, message: IncomingMessage) -> int:
         """The shard of the message's scope, derived by the one function that names scopes."""
@@ -105,7 +107,7 @@ class Receiver:
             metrics.RECEIVER_HELD.dec()
             log.warning("Redis is back: message %s appended after %.1fs", message.dedupe_key, time.monotonic() - since)
         if entry is None:
-            metrics.TURNS.labels(message.channel, "deduplicated").inc()
+            await self._duplicates.record(shard, message.channel)
             log.info("duplicate delivery %s ignored", message.dedupe_key)
         else:
             log.debug("message %s -> shard %d (%s)", message.dedupe_key, shard, entry)

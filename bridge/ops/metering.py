@@ -4,7 +4,9 @@ Before the model is asked, :meth:`TurnMeter.refusal` checks the turn's scope aga
 (admins exempt; a group's turns count against the group's scope): over a limit, the person gets one
 answer saying when the day resets, and no model request is made. After the turn, :meth:`record`
 writes its outcome and tokens to the usage book (:mod:`bridge.ops.usage`) and counts it for Prometheus
-(:mod:`bridge.ops.metrics`).
+(:mod:`bridge.ops.metrics`). :meth:`charge` books the model requests of memory upkeep (a flush, the
+daily summary, a Deep Dream) to the scope whose memory they summarised, under their own kind, so
+that what a person costs is whole and yet no limit refuses them for what the nightly pass spent.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .. import offload
 from ..config import LimitsSettings
 from ..llm import LLMResponse
 from . import metrics
-from .usage import TurnRecord, UsageBook
+from .usage import CHAT, TurnRecord, UsageBook
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +69,22 @@ class TurnMeter:
         """Count the turn and write it to the usage book (``outcome``: :data:`bridge.ops.usage.OUTCOMES`);
         a failure to write is logged and never fails the turn."""
         metrics.TURNS.labels(channel, outcome).inc()
-        tally = tally or Tally()
+        await self._write(scope, channel, outcome, tally or Tally())
+
+    async def charge(self, scope: str, kind: str, response: LLMResponse) -> None:
+        """Book one upkeep request (``kind``: ``flush``, ``daily_summary`` or ``dream``) to ``scope``; not
+        a turn, so neither ``membridge_turns_total`` nor a limit counts it. Never fails the upkeep."""
+        tally = Tally()
+        tally.add(response)
+        await self._write(scope, "", "answered", tally, kind)
+
+    async def _write(self, scope: str, channel: str, outcome: str, tally: Tally, kind: str = CHAT) -> None:
         try:
             await offload.run(self.book.record, TurnRecord(
                 self.clock(), scope, channel, outcome, tally.prompt_tokens, tally.completion_tokens, tally.estimated,
-                tuple(tally.request_ms)))
+                tuple(tally.request_ms), kind))
         except Exception:
-            log.exception("could not record a %s turn of %s in the usage book", outcome, scope)
+            log.exception("could not record a %s %s of %s in the usage book", outcome, kind, scope)
 
 
 def _over(spent: int, limit: int | None, what: str) -> str | None:

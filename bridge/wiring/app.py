@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..conversation import Sessions
     from ..llm import LLMClient, Message
     from ..media import MediaIntake
+    from ..ops.metering import TurnMeter
     from ..ops.usage import UsageBook
     from .timer import DailyTimer
     from .worker import FlushWorker
@@ -156,7 +157,8 @@ class Services:
 
         from .worker import FlushWorker, llm_summarizer
 
-        return FlushWorker(Flusher(self.conversations, self.memory, offload=offload.run), llm_summarizer(self.llm))
+        return FlushWorker(Flusher(self.conversations, self.memory, offload=offload.run),
+                           llm_summarizer(self.llm, self.meter.charge))
 
     @cached_property
     def sessions(self) -> Sessions:
@@ -165,9 +167,15 @@ class Services:
         return Sessions(self.conversations, self.config.context, on_job=self.flush_worker.notify)
 
     @cached_property
+    def meter(self) -> TurnMeter:
+        """Limits before a turn; every model request's tokens, a turn's or memory upkeep's, after it."""
+        from ..ops.metering import TurnMeter
+
+        return TurnMeter(self.usage, self.config.limits)
+
+    @cached_property
     def agent(self) -> Agent:
         from ..agent import Agent
-        from ..ops.metering import TurnMeter
         from ..prompt import PromptBuilder
         from ..tools import ToolBox, default_tools
 
@@ -184,7 +192,7 @@ class Services:
             admins=frozenset(self.config.admins),
             thread_scope_channels=thread_scope_channels(self.config),
         )
-        agent.meter = TurnMeter(self.usage, self.config.limits)
+        agent.meter = self.meter
         return agent
 
     @cached_property
@@ -209,17 +217,25 @@ class Services:
 
         return Portability(self.memory, self.conversations, self.dreamer.memory_file, app_version=installed_version())
 
-    async def _complete(self, instructions: str, material: str) -> str:
-        """Deep Dream's model call (:data:`memory.consolidation.dream.Complete`) in the LLM's chat format."""
-        request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
-        return (await self.llm.complete(request)).content
+    def _dream_model(self, scope: str) -> Callable[[str, str], Awaitable[str]]:
+        """Deep Dream's model call (:data:`memory.consolidation.dream.Complete`) in the LLM's chat
+        format, charged to ``scope``."""
+        from ..ops.usage import DREAM
+
+        async def complete(instructions: str, material: str) -> str:
+            request: list[Message] = [{"role": "system", "content": instructions}, {"role": "user", "content": material}]
+            response = await self.llm.complete(request)
+            await self.meter.charge(scope, DREAM, response)
+            return response.content
+
+        return complete
 
     async def dream(self, scope: str, *, days: int | None = None, force: bool = False, day: date | None = None) -> DreamResult:
         """Deep Dream for one scope now, with the configured LLM; counted by outcome for /metrics."""
         from ..ops import metrics
 
         try:
-            result = await self.dreamer.dream(scope, self._complete, lookback_days=days, force=force, day=day)
+            result = await self.dreamer.dream(scope, self._dream_model(scope), lookback_days=days, force=force, day=day)
         except Exception:
             metrics.DREAMS.labels("failed").inc()
             raise

@@ -5,7 +5,7 @@ recorded in worker threads, so :meth:`FlushWorker.notify` may be called from any
 the wake-up to the event loop with ``call_soon_threadsafe``. A pass that fails (even reading the
 job list) is logged and retried later; the worker never dies. The summariser is the LLM with a
 prompt that asks for events in the user's own language and for an exact sentinel when nothing is
-worth keeping.
+worth keeping; each of its requests is charged to the scope whose turns it summarised.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from memory import Flusher, Summarizer, Turn, conversation_text
+from memory import Flusher, FlushJob, Summarizer, Turn, conversation_text
 
 from .. import offload
-from ..llm import LLMClient
+from ..llm import LLMClient, LLMResponse
+from ..ops.usage import DAILY_SUMMARY, FLUSH
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +29,18 @@ decisions, plans with absolute dates (today is given in the conversation if need
 language the user writes in. Invent nothing. If nothing is worth keeping, answer exactly: NONE"""
 
 
-def llm_summarizer(llm: LLMClient) -> Summarizer:
-    async def summarize(messages: Sequence[Turn]) -> str:
+#: Books an upkeep request to a scope: (scope, kind, the model's response); ``TurnMeter.charge``.
+Charge = Callable[[str, str, LLMResponse], Awaitable[None]]
+
+
+def llm_summarizer(llm: LLMClient, charge: Charge) -> Summarizer:
+    async def summarize(job: FlushJob, messages: Sequence[Turn]) -> str:
         request = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": conversation_text(messages)[:24_000]},
         ]
         response = await llm.complete(request)
+        await charge(job.scope, DAILY_SUMMARY if job.is_daily_summary else FLUSH, response)
         return response.content
 
     return summarize

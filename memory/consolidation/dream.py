@@ -16,7 +16,6 @@ dream is redone over the new file (once), then refused; it never overwrites what
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import re
@@ -29,7 +28,7 @@ from ..config import DreamSettings
 from ..files.files import append_text
 from ..files.memory_file import MemoryChanged, MemoryFile, count_entries, unified_diff
 from ..manager import MemoryManager
-from .offload import Offload
+from .offload import Offload, to_thread
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ def _window_hash(window: list[tuple[str, str | None]]) -> str:
 
 class DeepDream:
     def __init__(self, manager: MemoryManager, settings: DreamSettings, *, clock: Callable[[], datetime] = datetime.now,
-                 offload: Offload = asyncio.to_thread) -> None:
+                 offload: Offload = to_thread) -> None:
         self.manager = manager
         self.settings = settings
         self.memory_file = MemoryFile(manager)

@@ -2,7 +2,8 @@
 
 A job (recorded by the :class:`ConversationStore` whenever turns leave the context or the nightly
 summary takes them) is summarised by an injected async ``summarize`` callable (the bridge passes
-one backed by the LLM; this package knows no LLM). The "nothing worth keeping" sentinel writes
+one backed by the LLM; this package knows no LLM), told which job it summarises so that it can say
+whose memory the request was for and why. The "nothing worth keeping" sentinel writes
 nothing; an LLM failure falls back to a rule-based summary. Each block carries its job id in an
 HTML comment, so re-running a job after a crash between the write and the "done" mark writes
 nothing twice.
@@ -10,7 +11,6 @@ nothing twice.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,16 +18,16 @@ from datetime import datetime
 from enum import StrEnum
 
 from ..conversations.conversations import ConversationStore
-from ..conversations.flush_jobs import DAILY_REASON, FlushJob
+from ..conversations.flush_jobs import FlushJob
 from ..conversations.turns import Turn, is_scheduled
 from ..files.files import append_once
 from ..index.chunker import SECTION_TITLES
 from ..manager import MemoryManager
-from .offload import Offload
+from .offload import Offload, to_thread
 
 log = logging.getLogger(__name__)
 
-Summarizer = Callable[[Sequence[Turn]], Awaitable[str]]
+Summarizer = Callable[[FlushJob, Sequence[Turn]], Awaitable[str]]
 
 _SENTINELS = {"none", "nothing", "n/a", "无", "没有", "无内容", "nothing worth keeping"}
 _SUMMARY_KEEP_CHARS = 2000
@@ -82,12 +82,12 @@ def fallback_summary(messages: Sequence[Turn], max_lines: int = 8, max_chars: in
     return "\n".join(lines[-max_lines:])
 
 
-async def _summarize(messages: Sequence[Turn], summarize: Summarizer, what: str) -> tuple[str, FlushOutcome]:
+async def _summarize(job: FlushJob, messages: Sequence[Turn], summarize: Summarizer) -> tuple[str, FlushOutcome]:
     """The LLM's summary, or the rule-based one when the LLM fails: turns are never lost."""
     try:
-        return (await summarize(messages)).strip(), FlushOutcome.WRITTEN
+        return (await summarize(job, messages)).strip(), FlushOutcome.WRITTEN
     except Exception as exc:
-        log.warning("%s: summariser failed (%s); using the rule-based summary", what, exc)
+        log.warning("flush job %d: summariser failed (%s); using the rule-based summary", job.id, exc)
         return fallback_summary(messages), FlushOutcome.FALLBACK
 
 
@@ -99,7 +99,7 @@ class Flusher:
     """Runs flush jobs; safe to run again after a crash at any point."""
 
     def __init__(self, store: ConversationStore, memory: MemoryManager, *, clock: Callable[[], datetime] = datetime.now,
-                 offload: Offload = asyncio.to_thread) -> None:
+                 offload: Offload = to_thread) -> None:
         self.store = store
         self.memory = memory
         self._clock = clock
@@ -136,7 +136,7 @@ class Flusher:
         if not conversation_text(messages):
             await self._offload(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
-        summary, outcome = await _summarize(messages, summarize, f"flush job {job.id}")
+        summary, outcome = await _summarize(job, messages, summarize)
         if is_sentinel(summary):
             await self._offload(self.store.finish_job, job.id)
             return FlushOutcome.NOTHING
@@ -155,7 +155,7 @@ class Flusher:
         summary at the head of the session's context; None, and nothing written, when the turns are
         no longer those summarised. All under the lock a forget holds while it deletes: a forget
         comes before the check (the job is summarised again) or after both writes (it removes both)."""
-        title = SECTION_TITLES[1] if job.reason == DAILY_REASON else SECTION_TITLES[0]
+        title = SECTION_TITLES[1] if job.is_daily_summary else SECTION_TITLES[0]
         target = self.memory.workspace.daily_file(job.scope, job.day)
         marker = _marker(job.id)
         with self.memory.lock:

@@ -34,6 +34,11 @@ class FlushJob:
     day: str
     attempts: int
 
+    @property
+    def is_daily_summary(self) -> bool:
+        """The nightly summary's job (the rest are turns leaving the context: overflow, ``/clear``)."""
+        return self.reason == DAILY_REASON
+
 
 @dataclass(frozen=True)
 class FailingJob:

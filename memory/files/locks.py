@@ -12,8 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from filelock import FileLock, Timeout
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 
 class WorkspaceLockTimeout(RuntimeError):
@@ -43,16 +45,27 @@ class WorkspaceLock:
         root.mkdir(parents=True, exist_ok=True)
         self._path = root / ".lock"
         self._thread_lock = threading.RLock()
-        self._file_lock = FileLock(str(self._path), thread_local=False)
+        self._file_lock: BaseFileLock | None = None  # made on first use (see _file)
         self._timeout_s = timeout_s
         #: Called once the lock is held; what it raises releases the lock again and reaches the
         #: caller before it writes anything (a cluster worker's fence on its shard).
         self.guard: Callable[[], None] | None = None
 
+    def _file(self) -> BaseFileLock:
+        """The cross-process lock, made (and filelock imported, ~15 ms) when first taken: a command
+        that only reads never takes it."""
+        if self._file_lock is None:
+            from filelock import FileLock
+
+            self._file_lock = FileLock(str(self._path), thread_local=False)
+        return self._file_lock
+
     def acquire(self) -> None:
+        from filelock import Timeout
+
         self._thread_lock.acquire()
         try:
-            self._file_lock.acquire(timeout=self._timeout_s)
+            self._file().acquire(timeout=self._timeout_s)
         except Timeout as exc:
             self._thread_lock.release()
             raise WorkspaceLockTimeout(
@@ -67,11 +80,13 @@ class WorkspaceLock:
     def try_acquire(self, timeout_s: float) -> bool:
         """Acquire within ``timeout_s`` or give up: False (nothing held) when another thread or
         process keeps it longer, for callers that can do without (a search's auto-sync)."""
+        from filelock import Timeout
+
         deadline = time.monotonic() + timeout_s
         if not self._thread_lock.acquire(timeout=timeout_s):
             return False
         try:
-            self._file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+            self._file().acquire(timeout=max(0.0, deadline - time.monotonic()))
         except Timeout:
             self._thread_lock.release()
             return False
@@ -91,7 +106,7 @@ class WorkspaceLock:
             raise
 
     def release(self) -> None:
-        self._file_lock.release()
+        self._file().release()
         self._thread_lock.release()
 
     def __enter__(self) -> WorkspaceLock:

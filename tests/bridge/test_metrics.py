@@ -11,6 +11,7 @@ from datetime import date, datetime
 
 import pytest
 from fakes.openai_server import _count_tokens
+from support.bot import DREAM_ANSWER, trim_a_turn
 from support.scrape import Samples, delta, eventually, probe, scrape, value
 
 
@@ -79,19 +80,13 @@ async def test_a_flush_and_a_dream_move_the_job_and_dream_metrics(metered_bot) -
     telegram, llm, _services, base = metered_bot
     before = await scrape(base)
     assert value(before, "membridge_flush_jobs", state="pending") == 0
-    llm.reply("Noted.")
-    telegram.push_text(501, 501, "I started learning the cello today")
-    await telegram.wait_sent(1)
-    llm.reply("Nice.")
-    llm.reply("- started learning the cello")  # the flush's summary of the trimmed turn
-    telegram.push_text(501, 501, "and I like green tea")
-    await telegram.wait_sent(2)
+    await trim_a_turn(telegram, llm)
 
     async def flushed() -> bool:
         return delta(before, await scrape(base), "membridge_flush_jobs", state="done") >= 1
 
     await eventually(flushed, "the flush job to be done")
-    llm.reply("[MEMORY]\n- learning the cello\n[DREAM]\nmusic")
+    llm.reply(DREAM_ANSWER)
     telegram.push_text(501, 501, "/memory dream")
     await telegram.wait_sent(3)
     after = await scrape(base)

@@ -323,6 +323,8 @@ def test_the_status_page_draws_the_bots_records_as_charts(browser: WebDriver, co
                                             (7, "slack-T1-U2", "answered", (200, 20)), (8, "slack-T1-U2", "failed", (0, 0))]:
         services.usage.record(TurnRecord(now - timedelta(minutes=minutes), scope, "telegram", outcome, *tokens,
                                          request_ms=(250.0,) if outcome == "answered" else ()))
+    services.usage.record(TurnRecord(now - timedelta(minutes=4), "telegram-1", "", "answered", 40, 10,
+                                     request_ms=(250.0,), kind="dream"))  # memory upkeep: tokens, no turn
     _open(browser, console_url, "read-tok")
     browser.find_element(By.CSS_SELECTOR, ".tab[data-view='status']").click()
     text_in(browser, "view-status", "4 turns")
@@ -330,7 +332,8 @@ def test_the_status_page_draws_the_bots_records_as_charts(browser: WebDriver, co
     section = browser.find_element(By.ID, "view-status")
     top = section.find_element(By.CSS_SELECTOR, "rect[data-scope='telegram-1']")
     assert top.find_element(By.TAG_NAME, "title").get_attribute("textContent") == (
-        "telegram-1: 1,200 prompt + 150 completion tokens, 2 turns")
+        "telegram-1: 1,240 prompt + 160 completion tokens (50 of them memory upkeep), 2 turns")
+    assert "50 of these tokens were memory upkeep (flush, daily summary, dream)" in section.text
     widths = {part: float(section.find_element(By.CSS_SELECTOR, f"rect[data-part='{part}']").get_attribute("width"))
               for part in ("answered", "failed", "refused")}
     assert widths == {"answered": 240.0, "failed": 80.0, "refused": 0.0}  # 3 of 4 turns, 1 of 4, none

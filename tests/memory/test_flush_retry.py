@@ -6,10 +6,10 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from memory import ConversationStore, Flusher, Turn
+from memory import ConversationStore, Flusher, FlushJob, Turn
 
 
-async def summarize(_messages: Sequence[Turn]) -> str:
+async def summarize(_job: FlushJob, _messages: Sequence[Turn]) -> str:
     return "- bought a red kite"
 
 

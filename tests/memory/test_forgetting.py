@@ -126,7 +126,7 @@ async def test_a_flush_in_flight_never_writes_back_what_a_forget_removed(stack) 
     job = _trim_a_chat_holding_the_secret(store)
     asked, release, seen = asyncio.Event(), asyncio.Event(), []
 
-    async def summarize(messages: Sequence[Turn]) -> str:
+    async def summarize(_job: FlushJob, messages: Sequence[Turn]) -> str:
         seen.append(conversation_text(messages))
         if len(seen) == 1:  # the model is "thinking" while the forget runs
             asked.set()
@@ -154,7 +154,7 @@ async def test_a_forget_arriving_as_a_flush_keeps_its_summary_takes_that_summary
     keep_summary = store.remember_summary
     store.remember_summary = lambda *args: (forget(), keep_summary(*args))[1]  # type: ignore[method-assign]
 
-    async def summarize(messages: Sequence[Turn]) -> str:
+    async def summarize(_job: FlushJob, messages: Sequence[Turn]) -> str:
         return "\n".join(f"- {line}" for line in conversation_text(messages).splitlines())
 
     await Flusher(store, manager).run_job(job, summarize)

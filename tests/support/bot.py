@@ -48,3 +48,19 @@ def system_prompt(request: dict[str, Any]) -> str:
 
 def is_summary_request(request: dict[str, Any]) -> bool:
     return "You keep a person's daily memory" in request["messages"][0]["content"]
+
+
+FLUSH_SUMMARY = "- started learning the cello"
+DREAM_ANSWER = "[MEMORY]\n- learning the cello\n[DREAM]\nmusic"
+
+
+async def trim_a_turn(telegram: Any, llm: Any) -> None:
+    """With ``context.max_turns: 1``, telegram user 501's two turns: the second trims the first, whose
+    flush job the fake model will summarise as :data:`FLUSH_SUMMARY`."""
+    llm.reply("Noted.")
+    telegram.push_text(501, 501, "I started learning the cello today")
+    await telegram.wait_sent(1)
+    llm.reply("Nice.")
+    llm.reply(FLUSH_SUMMARY)
+    telegram.push_text(501, 501, "and I like green tea")
+    await telegram.wait_sent(2)

@@ -1,8 +1,10 @@
 // membridge memory console: the status page (#/status), what an operator looks at first.
 //
 // A view like the others (core.js explains how views register): the router gives it #/status and
-// its section. The figures come from GET /api/status (the bot's durable records in index.db) and
-// are drawn as small inline SVG charts; every text goes in with textContent.
+// its section. The figures come from GET /api/status (the bot's durable records in index.db, and in
+// a cluster the receivers' count of dropped redeliveries in Redis) and are drawn as small inline SVG
+// charts; a figure the server could not read comes with a warning, shown under the turns.
+// Every text goes in with textContent.
 "use strict";
 
 (() => {
@@ -139,7 +141,8 @@
       const room = width - labelWidth;
       const prompt = (item.prompt_tokens / most) * room;
       const completion = (item.completion_tokens / most) * room;
-      const tip = `${item.scope}: ${number(item.prompt_tokens)} prompt + ${number(item.completion_tokens)} completion tokens, ${item.turns} turns`;
+      const upkeep = item.upkeep_tokens ? ` (${number(item.upkeep_tokens)} of them memory upkeep)` : "";
+      const tip = `${item.scope}: ${number(item.prompt_tokens)} prompt + ${number(item.completion_tokens)} completion tokens${upkeep}, ${item.turns} turns`;
       drawing.append(svg("rect", { x: labelWidth, y: y + 4, width: prompt, height: 14, fill: COLOURS.prompt, "data-scope": item.scope }, tip));
       drawing.append(svg("rect", { x: labelWidth + prompt, y: y + 4, width: completion, height: 14, fill: COLOURS.completion }, tip));
     });
@@ -153,9 +156,10 @@
     const latency = status.model_latency_ms;
     const backlog = status.flush_backlog;
     const figure = (text) => el("p", text, "status-figure");
+    const upkeep = status.top_usage.reduce((sum, item) => sum + item.upkeep_tokens, 0);
     section.replaceChildren(
       card("Turns, last 24 hours", figure(`${number(total)} turns`), shareBar(outcomes, "turns by outcome"), legend(outcomes),
-        hourlyChart(status.turns_by_hour)),
+        hourlyChart(status.turns_by_hour), ...status.warnings.map((text) => el("p", text, "status-warning"))),
       card("Model latency", figure(latency.count ? `p50 ${number(latency.p50)} ms · p95 ${number(latency.p95)} ms` : "no requests"),
         latencyChart(latency), el("p", `${number(latency.count)} requests in 24 hours`, "muted")),
       card("Flush backlog", figure(`${number(backlog.pending)} pending`), el("p", duration(backlog.oldest_pending_age_s), "muted")),
@@ -163,7 +167,8 @@
         el("p", `next run ${clock(status.nightly.next_run)}`, "muted")),
       card("Top usage today", status.top_usage.length ? usageChart(status.top_usage) : el("p", "No model use today.", "muted"),
         legend([["prompt", status.top_usage.reduce((sum, item) => sum + item.prompt_tokens, 0)],
-          ["completion", status.top_usage.reduce((sum, item) => sum + item.completion_tokens, 0)]])),
+          ["completion", status.top_usage.reduce((sum, item) => sum + item.completion_tokens, 0)]]),
+        el("p", upkeep ? `${number(upkeep)} of these tokens were memory upkeep (flush, daily summary, dream), which limits do not count.` : "", "muted")),
     );
   }
 
