@@ -131,7 +131,7 @@ class Ledger:
             assert len(sent) == len(self.expected[chat]), f"chat {chat}: {len(sent)} answers to {len(self.expected[chat])}"
             for i, (reply, expect) in enumerate(zip(sent, self.expected[chat], strict=True)):
                 assert expect(reply), (f"chat {chat}, message {i}: unexpected answer {reply!r}; the chat so far:\n"
-                                       + "\n".join(f"{said!r} -> {got!r}" for said, got in zip(self.said[chat], sent)))
+                                       + "\n".join(f"{said!r} -> {got!r}" for said, got in zip(self.said[chat], sent, strict=True)))
 
 
 def secrets_in(members: dict[str, bytes]) -> set[str]:

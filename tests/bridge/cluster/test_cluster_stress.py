@@ -364,11 +364,13 @@ async def test_a_cluster_under_random_load_forgets_for_good_and_answers_once(
                 await one_round(run)
                 rounds += 1
         except BaseException:
-            print(f"stress FAILED in round {rounds + 1}, seed {seed}: rerun with MEMBRIDGE_STRESS_SEED={seed}")
+            print(f"stress FAILED in round {rounds + 1}, seed {seed}: rerun with MEMBRIDGE_STRESS_SEED={seed}; "
+                  f"the roles' logs are in {tmp_path}/*.log")
             raise
         finally:
             for role in roles:
                 await role.stop()
+                (tmp_path / f"{role.name}.log").write_text("\n".join(role.lines))
     run.ledger.check_gone(run.folders)
     report(run, rounds, seed, time.monotonic() - started)
 
