@@ -39,7 +39,7 @@ from ..ops import metrics
 from ..wiring.app import Services
 from ..wiring.runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
-from .fencing import FenceBehind, Fenced, FencedChannel, ShardFence
+from .fencing import WATCH_S, FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config
 from .ledger import TurnLedger, TurnRecord, TurnState
 
@@ -219,9 +219,16 @@ class ShardRunner:
             log.info("shard %d: took over %d pending message(s)", self.number, claimed)
 
     async def _read(self) -> None:
-        """One XREADGROUP of new entries (waiting up to BLOCK_MS); each is handed to its chat."""
+        """One XREADGROUP of new entries; each is handed to its chat. It waits up to BLOCK_MS, and never
+        past this worker's own deadline on the lease: a read still waiting in Redis when the lease moves
+        would be handed the chat's next message, which the next holder would find only once it had been
+        pending a whole TTL, after the messages that came later."""
+        block_ms = int(min(BLOCK_MS, self.fence.remaining_s() * 1000))
+        if block_ms < 1:  # the lease may be gone: the worker drops the shard, or a renewal comes first
+            await wait_or_stop(self._stop, WATCH_S)
+            return
         reply: Any = await self.redis.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=READ_BATCH,
-                                            block=BLOCK_MS)
+                                            block=block_ms)
         for entry_id, fields in reply[0][1] if reply else []:
             await self._dispatch(entry_id, fields)
 

@@ -220,3 +220,38 @@ async def test_an_entry_handed_to_a_read_whose_reply_was_lost_is_answered_before
         finally:
             await worker.stop()
     assert sent()[-2:] == [f"re: {m1}", "re: m2"]
+
+
+async def until_lapsed(redis: Redis, key: str) -> None:
+    """Until ``key`` (a lease) is gone from Redis (asked every ms)."""
+    for _ in range(int(HANG_GUARD_S * 1000)):
+        if not await redis.exists(key):
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{key} never lapsed")
+
+
+@pytest.mark.timeout(300)
+async def test_a_worker_paused_while_it_reads_leaves_no_read_waiting_in_redis_past_its_lease(
+        tmp_path, redis_server, redis: Redis, fake_llm, fake_telegram) -> None:
+    """A worker stopped (SIGSTOP: starved of CPU) while its XREADGROUP waits in Redis: by the time its
+    lease lapses, that read has ended. A read still waiting then would be handed the chat's next
+    message after the shard moved, and the next holder would answer the messages after it first."""
+    fake_llm.responder = echo
+    config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
+                            telegram_url=fake_telegram.base_url, shards=1, lease_ttl_s=1.0)
+    worker = await Role.start(config, "worker", "worker")
+    lease = Keys("membridge").lease(0)
+    try:
+        await worker.wait_for(lambda: worker.shards == {0}, "the shard", timeout=120)
+        await until_a_read_waits(redis)
+        worker.process.send_signal(signal.SIGSTOP)
+        try:
+            await until_lapsed(redis, lease)
+            waiting = [client for client in await redis.client_list()
+                       if client["cmd"] == "xreadgroup" and "b" in client["flags"]]
+        finally:
+            worker.process.send_signal(signal.SIGCONT)
+    finally:
+        await worker.stop()
+    assert waiting == [], f"a read still waits in Redis after the lease lapsed: {waiting}"
