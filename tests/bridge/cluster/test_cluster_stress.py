@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import random
 import shutil
@@ -257,12 +258,23 @@ async def import_elsewhere(run: Deployment, chat: int) -> None:
     await run.command(config, "memory", "export", "--scope", scope, "--out", str(again))
     differ = same_export(zip_members(data), zip_members(again.read_bytes()))
     assert not differ, f"chat {chat}: imported elsewhere and exported again, these differ: {differ}"
+    await found_at_once(run, config, scope, zip_members(data))
     await run.command(config, "memory", "erase", "--scope", scope, "--yes")
     left = run.ledger.scan.holders([run.tmp_path / name], [s.encode() for s in secrets_in(zip_members(data))])
     assert not left, f"an erase after an import left {left[:10]}"
     shutil.rmtree(run.tmp_path / name)
     for path in (config, zipped, again):
         path.unlink()
+
+
+async def found_at_once(run: Deployment, config: Path, scope: str, members: dict[str, bytes]) -> None:
+    """A secret of an imported daily file is found by ``memory search`` right after the import."""
+    daily = sorted(secrets_in({name: data for name, data in members.items() if name.startswith("memory/")}))
+    if daily:
+        secret = run.rng.choice(daily)
+        hits = json.loads(await run.command(config, "memory", "search", secret, "--scope", scope, "--json"))
+        assert any(secret in hit["text"] for hit in hits), f"{secret} imported into {scope} and not found: {hits}"
+        run.ledger.tally["searches after an import"] += 1
 
 
 async def erase_and_restore(run: Deployment, chat: int) -> None:
@@ -383,9 +395,11 @@ def report(run: Deployment, rounds: int, seed: int, elapsed: float) -> None:
         ("writes refused", "Fenced"), ("messages held while Redis was away", "Redis is back"),
         ("errors", "Traceback"))}
     answers = [m["visible"] for m in run.telegram.sent]
+    kept = sum(1 for path in (run.tmp_path / "cluster").glob("shards/*/scopes/*/media/*") if path.is_file())
     print(f"stress: {elapsed / 60:.1f} min, seed {seed}, {rounds} rounds, {len(answers)} answers, "
           f"{len(run.llm.requests)} LLM requests, {dict(run.ledger.tally)}, "
           f"{sum(a.startswith('MEMORY.md updated') for a in answers)} dreams that changed MEMORY.md, "
           f"{sum(a.startswith(FORGOTTEN_MEANWHILE) for a in answers)} answers dropped for a forget, "
-          f"{len(run.telegram.documents)} export zip(s), {len(run.ledger.gone)} forgotten texts, "
+          f"{len(run.telegram.documents)} export zip(s), {len(run.ledger.gone)} forgotten texts, {kept} kept media files "
+          f"left at the end, "
           f"{run.ledger.scan.bytes_read / 1e6:.0f} MB read back; {events}; load average {os.getloadavg()}")
