@@ -103,26 +103,26 @@ def outbox_name(scope: str, unique: str) -> str:
 def export_leftovers(workspace: Workspace, scope: str) -> list[Path]:
     """The exports of ``scope`` waiting in the outbox (a send under way, or one a crash cut short),
     and the temp file of one being written; the scope is read from the name as for an import's."""
-    try:
-        entries = list(os.scandir(workspace.exports_dir))
-    except FileNotFoundError:
-        return []
-    return sorted(Path(entry.path) for entry in entries
-                  if entry.is_file(follow_symlinks=False) and (match := _OUTBOX_RE.match(entry.name))
-                  and match.group("scope") == scope)
+    return _named_for(workspace.exports_dir, _OUTBOX_RE, scope, folders=False)
 
 
 def import_leftovers(workspace: Workspace, scope: str) -> list[Path]:
     """The staging folders of ``scope``'s imports that were killed while they unpacked. The scope
     is read from the name (everything between ``.import-`` and the last ``-`` and 8 characters), so
     a scope whose name starts like another's is never confused with it."""
+    return _named_for(workspace.root, _STAGING_RE, scope, folders=True)
+
+
+def _named_for(folder: Path, pattern: re.Pattern[str], scope: str, *, folders: bool) -> list[Path]:
+    """The entries of ``folder`` (sub-folders or regular files, never links) whose name ``pattern``
+    matches with ``scope`` as its ``scope`` group."""
     try:
-        entries = list(os.scandir(workspace.root))
+        entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
     return sorted(Path(entry.path) for entry in entries
-                  if entry.is_dir(follow_symlinks=False) and (match := _STAGING_RE.match(entry.name))
-                  and match.group("scope") == scope)
+                  if (entry.is_dir(follow_symlinks=False) if folders else entry.is_file(follow_symlinks=False))
+                  and (match := pattern.match(entry.name)) and match.group("scope") == scope)
 
 
 def delete_scope_files(workspace: Workspace, scope: str) -> None:
