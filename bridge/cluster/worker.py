@@ -177,8 +177,8 @@ class ClusterWorker:
         try:
             await runner.start()
         except Exception as exc:
-            if isinstance(exc, ForgetDeferred | Fenced):  # foreseen: Redis away, or the lease moved while it opened
-                log.warning("shard %d: could not start (%s); releasing it", number, exc)
+            if isinstance(exc, (ForgetDeferred, Fenced, *UNAVAILABLE)):  # foreseen: Redis away, the lease moved
+                log.warning("shard %d: could not start (%s: %s); releasing it", number, type(exc).__name__, exc)
             else:
                 log.exception("shard %d: could not start; releasing it", number)
             await runner.stop(grace_s=0)
