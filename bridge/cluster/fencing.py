@@ -75,6 +75,10 @@ class LeaseClock:
     def expired(self) -> bool:
         return self._clock() >= self.deadline
 
+    def remaining_s(self) -> float:
+        """Seconds until the deadline (negative once past it)."""
+        return self.deadline - self._clock()
+
 
 class ShardFence(LeaseClock):
     """The grant this worker holds for one shard: its token and the deadline it keeps by itself."""

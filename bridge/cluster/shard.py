@@ -4,7 +4,8 @@ The shard's workspace (``<cluster.root>/shards/<n>/``) is an ordinary membridge 
 own flush worker and nightly pass (the day of the last pass is recorded in the shard, so a shard
 that changes hands is not dreamt twice that day). Entries are read in a consumer group. When the
 shard is taken over, every pending entry (the previous holder's unfinished work) is first claimed
-with ``XAUTOCLAIM`` and answered before new ones, so a chat's order survives the move; entries left
+with ``XAUTOCLAIM`` and answered before new ones, so a chat's order survives the move; the same
+after a read that failed (Redis may have handed it entries whose reply was lost); entries left
 pending for a whole lease TTL later on are claimed again the same way.
 
 An entry is acknowledged only after its reply is sent; :mod:`.ledger` makes a redelivery harmless.
@@ -38,7 +39,7 @@ from ..ops import metrics
 from ..wiring.app import Services
 from ..wiring.runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
-from .fencing import FenceBehind, Fenced, FencedChannel, ShardFence
+from .fencing import WATCH_S, FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config
 from .ledger import TurnLedger, TurnRecord, TurnState
 
@@ -175,7 +176,10 @@ class ShardRunner:
         """Take over what the previous holder left pending, then read new entries, until stopped.
 
         Every lease TTL, entries pending that long are claimed again: a previous holder that read
-        after losing its lease (it learns of the loss at its next renewal) leaves them behind."""
+        after losing its lease (it learns of the loss at its next renewal) leaves them behind. After
+        a failed read, every pending entry is taken again before anything new: Redis may have handed
+        that read entries whose reply never arrived (a connection dropped, Redis restarted), and they
+        come before whatever the chat sent next."""
         loop = asyncio.get_running_loop()
         reclaim_at, idle_ms = 0.0, 0  # the first pass takes every pending entry, however fresh
         while not self._stop.is_set():
@@ -186,6 +190,7 @@ class ShardRunner:
                 await self._read()
             except UNAVAILABLE as exc:
                 log.warning("shard %d: Redis unavailable (%s); reading again in %.0fs", self.number, exc, RETRY_S)
+                reclaim_at, idle_ms = 0.0, 0
                 await wait_or_stop(self._stop, RETRY_S)
             except ResponseError as exc:
                 if "NOGROUP" not in str(exc):
@@ -214,9 +219,16 @@ class ShardRunner:
             log.info("shard %d: took over %d pending message(s)", self.number, claimed)
 
     async def _read(self) -> None:
-        """One XREADGROUP of new entries (waiting up to BLOCK_MS); each is handed to its chat."""
+        """One XREADGROUP of new entries; each is handed to its chat. It waits up to BLOCK_MS, and never
+        past this worker's own deadline on the lease: a read still waiting in Redis when the lease moves
+        would be handed the chat's next message, which the next holder would find only once it had been
+        pending a whole TTL, after the messages that came later."""
+        block_ms = int(min(BLOCK_MS, self.fence.remaining_s() * 1000))
+        if block_ms < 1:  # the lease may be gone: the worker drops the shard, or a renewal comes first
+            await wait_or_stop(self._stop, WATCH_S)
+            return
         reply: Any = await self.redis.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=READ_BATCH,
-                                            block=BLOCK_MS)
+                                            block=block_ms)
         for entry_id, fields in reply[0][1] if reply else []:
             await self._dispatch(entry_id, fields)
 

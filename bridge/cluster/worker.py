@@ -26,6 +26,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from channels import Channel
+from memory import ForgetDeferred
 
 from ..config import AppConfig
 from ..logs import STATUS_LOGGER
@@ -36,7 +37,7 @@ from ..wiring.app import Services
 from ..wiring.runtime import build_channels
 from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
-from .fencing import WATCH_S, ShardFence
+from .fencing import WATCH_S, Fenced, ShardFence
 from .keys import Keys
 from .leases import Leases, new_holder_id
 from .shard import ShardRunner
@@ -175,8 +176,11 @@ class ClusterWorker:
                              slots=self._slots, fence=fence, advance=lambda past: self.leases.advance(key, past))
         try:
             await runner.start()
-        except Exception:
-            log.exception("shard %d: could not start; releasing it", number)
+        except Exception as exc:
+            if isinstance(exc, (ForgetDeferred, Fenced, *UNAVAILABLE)):  # foreseen: Redis away, the lease moved
+                log.warning("shard %d: could not start (%s: %s); releasing it", number, type(exc).__name__, exc)
+            else:
+                log.exception("shard %d: could not start; releasing it", number)
             await runner.stop(grace_s=0)
             if self._held.pop(number, None) is fence:
                 await self.leases.release(key)

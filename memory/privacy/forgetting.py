@@ -50,7 +50,10 @@ CREATE TABLE IF NOT EXISTS forget_jobs (
 PLACES = ("memory files", "dream diaries", "media files", "import leftovers", "file versions", "messages",
           "session summaries", "index")
 #: Where each kind of scope file (:mod:`memory.privacy.holdings`) is counted.
-_FILE_PLACES = {"dream_diaries": "dream diaries", "media_files": "media files", "import_leftovers": "import leftovers"}
+_FILE_PLACES = {"dream_diaries": "dream diaries", "media_files": "media files", "import_leftovers": "import leftovers",
+                "export_leftovers": "export leftovers"}
+#: What the dry run says of an export waiting in the outbox: a zip's text is deflated, so it is not read.
+_UNSENT_EXPORT = "an export of this scope not sent (or still being sent): removed whole"
 
 __all__ = ["PLACES", "Findings", "ForgetDeferred", "ForgetElsewhere", "Forgetter", "Match", "NothingToForget", "pending_forget_jobs"]
 
@@ -118,6 +121,9 @@ class Forgetter:
         found = Findings(scope)
         for file in scope_files(self.memory.workspace, scope):
             place = _FILE_PLACES.get(file.kind, "memory files")
+            if file.kind == "export_leftovers":
+                found.matches.append(Match(place, file.name, _UNSENT_EXPORT))
+                continue
             try:
                 lines = matching_lines(read_text(file.path), matches)
             except FileNotFoundError:  # the dry run holds no lock: a writer's temp file was renamed since
@@ -281,10 +287,12 @@ def _remove_from_file(file: ScopeFile, matches: Matcher) -> None:
     """A memory file loses its matching lines (emptied, except in MEMORY.md, so the other lines
     keep their numbers and their chunks their ids); any other file that holds the text (a kept
     photo or document, a killed writer's temp file) goes whole: cutting lines out of its bytes
-    would leave a broken file, and a temp file is nobody's data. Import leftovers go whole after."""
+    would leave a broken file, and a temp file is nobody's data. An export left in the outbox goes
+    whole whatever it holds (its text is deflated; a new export makes a fresh one). Import leftovers
+    go whole after."""
     if file.kind in LINE_KINDS:
         rewrite_without(file.path, matches, blank=file.kind != "memory_md")
-    elif file.kind != "import_leftovers" and matches(read_text(file.path)):
+    elif file.kind == "export_leftovers" or (file.kind != "import_leftovers" and matches(read_text(file.path))):
         file.path.unlink(missing_ok=True)
         fsync_dir(file.path.parent)
 

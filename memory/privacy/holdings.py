@@ -2,8 +2,10 @@
 
 A scope's files are MEMORY.md, everything under ``memory/`` (daily files, dream diaries, whatever
 else lands there), the kept media under ``media/`` (``media.keep``), stray files (the hidden temp
-files a killed writer leaves, anything else in the scope's folder), and the staging folder of an import killed while it unpacked
-(``<workspace>/.import-<scope>-<8 random characters>``). Each comes as a :class:`ScopeFile` with its
+files a killed writer leaves, anything else in the scope's folder), the staging folder of an import killed while it unpacked
+(``<workspace>/.import-<scope>-<8 random characters>``), and the exports a chat's ``/memory export``
+wrote to the outbox and a crash left unsent (``<workspace>/.exports/<scope>-<12 hex digits>.zip``, or
+its temp file while written). Each comes as a :class:`ScopeFile` with its
 kind, so every caller sees the same files and picks by kind (an export takes the person's data; a
 forget reads them all): a new kind of file is added here, once, and nobody can miss it.
 
@@ -25,13 +27,15 @@ from ..files.files import fsync_dir
 from ..files.scopes import DAILY_DIR, DREAMS_DIR, MEDIA_DIR, MEMORY_FILE, Workspace, dated_file_date, validate_scope
 
 #: The kinds of file a scope holds, in the order a count shows them.
-KINDS = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "stray_files", "import_leftovers")
+KINDS = ("memory_md", "daily_files", "dream_diaries", "other_files", "media_files", "stray_files", "import_leftovers",
+         "export_leftovers")
 #: The kinds that are the person's data: what an export carries and an import restores.
 PERSON_KINDS = frozenset({"memory_md", "daily_files", "dream_diaries", "other_files", "media_files"})
 #: The kinds whose lines are text a forget removes line by line (a media file goes whole).
 LINE_KINDS = frozenset({"memory_md", "daily_files", "dream_diaries", "other_files"})
 
 _STAGING_RE = re.compile(r"^\.import-(?P<scope>.+)-[a-z0-9_]{8}$")  # tempfile.mkdtemp's 8 random characters
+_OUTBOX_RE = re.compile(r"^\.?(?P<scope>.+)-[0-9a-f]{12}\.zip(?:\..+\.tmp)?$")  # the zip, or its temp file
 
 
 @dataclass(frozen=True)
@@ -86,20 +90,39 @@ def scope_files(workspace: Workspace, scope: str) -> list[ScopeFile]:
     for folder in import_leftovers(workspace, scope):
         files += [ScopeFile(path, path.relative_to(workspace.root).as_posix(), "import_leftovers")
                   for path in sorted(_walk(folder))]
+    files += [ScopeFile(path, path.relative_to(workspace.root).as_posix(), "export_leftovers")
+              for path in export_leftovers(workspace, scope)]
     return files
+
+
+def outbox_name(scope: str, unique: str) -> str:
+    """The name of a chat's export of ``scope`` in the workspace's outbox (``unique``: 12 hex digits)."""
+    return f"{validate_scope(scope)}-{unique}.zip"
+
+
+def export_leftovers(workspace: Workspace, scope: str) -> list[Path]:
+    """The exports of ``scope`` waiting in the outbox (a send under way, or one a crash cut short),
+    and the temp file of one being written; the scope is read from the name as for an import's."""
+    return _named_for(workspace.exports_dir, _OUTBOX_RE, scope, folders=False)
 
 
 def import_leftovers(workspace: Workspace, scope: str) -> list[Path]:
     """The staging folders of ``scope``'s imports that were killed while they unpacked. The scope
     is read from the name (everything between ``.import-`` and the last ``-`` and 8 characters), so
     a scope whose name starts like another's is never confused with it."""
+    return _named_for(workspace.root, _STAGING_RE, scope, folders=True)
+
+
+def _named_for(folder: Path, pattern: re.Pattern[str], scope: str, *, folders: bool) -> list[Path]:
+    """The entries of ``folder`` (sub-folders or regular files, never links) whose name ``pattern``
+    matches with ``scope`` as its ``scope`` group."""
     try:
-        entries = list(os.scandir(workspace.root))
+        entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
     return sorted(Path(entry.path) for entry in entries
-                  if entry.is_dir(follow_symlinks=False) and (match := _STAGING_RE.match(entry.name))
-                  and match.group("scope") == scope)
+                  if (entry.is_dir(follow_symlinks=False) if folders else entry.is_file(follow_symlinks=False))
+                  and (match := pattern.match(entry.name)) and match.group("scope") == scope)
 
 
 def delete_scope_files(workspace: Workspace, scope: str) -> None:
@@ -108,6 +131,9 @@ def delete_scope_files(workspace: Workspace, scope: str) -> None:
     base = workspace.scope_dir(scope)
     for folder in import_leftovers(workspace, scope):
         shutil.rmtree(folder, ignore_errors=True)
+    for unsent in export_leftovers(workspace, scope):
+        unsent.unlink(missing_ok=True)
+        fsync_dir(unsent.parent)
     if base == workspace.root:
         for path in _own_files(workspace, base):
             if path.parent == base:

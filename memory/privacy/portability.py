@@ -52,7 +52,7 @@ from .archive import (
     json_line,
     version_member,
 )
-from .holdings import PERSON_KINDS, import_leftovers, import_staging_prefix, kind_of, scope_files
+from .holdings import PERSON_KINDS, import_leftovers, import_staging_prefix, kind_of, outbox_name, scope_files
 
 #: A chat's export left unsent this long (the process died mid-send) is deleted by the next one.
 OUTBOX_MAX_AGE_S = 3600.0
@@ -107,7 +107,7 @@ class Portability:
         for stale in outbox.iterdir():
             if stale.is_file() and stale.stat().st_mtime < cutoff:
                 stale.unlink(missing_ok=True)
-        return self.export(scope, outbox / f"{scope}-{uuid.uuid4().hex[:12]}.zip")
+        return self.export(scope, outbox / outbox_name(scope, uuid.uuid4().hex[:12]))
 
     def _require_known(self, scope: str) -> None:
         validate_scope(scope)

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 from support.cli import ROOT, membridge
+from support.stress import Scan
 
 from bridge.config import load_config
 from bridge.wiring.app import Services
@@ -154,3 +155,31 @@ async def test_a_killed_import_leaves_nothing_that_erase_or_a_later_import_misse
     assert code == 0, err
     assert list(ws.glob(".import-bee-*")) == []
     assert (ws / "scopes" / "bee" / "memory" / "dreams" / "2026-01-01.md").read_bytes() == diary.read_bytes()
+
+
+async def test_exports_a_crash_left_unsent_are_removed_by_forget_and_by_erase(config_file, tmp_path: Path) -> None:
+    """``/memory export`` writes its zip into the workspace's outbox, sends it, then deletes it; a bot
+    killed in between leaves the zip there, deflated, where no byte search sees the text. A forget
+    of the scope lists and removes it (and leaves another scope's), an erase too."""
+    config = config_file()
+    plant(config)
+    services = Services(load_config(str(config)))
+    try:
+        services.memory.append_daily("terminal-bob", "- bob's note")
+        unsent = [services.portability.export_to_outbox(scope).path
+                  for scope in ("terminal-alice", "terminal-bob", "terminal-alice")]
+    finally:
+        services.close()
+    ws = tmp_path / "ws"
+    assert Scan().holders([ws], [TOKEN.encode()]), "the outbox's zips hold the text: nothing was tested"
+    code, out, err = await membridge(config, "memory", "forget", TOKEN, "--dry-run", "--json")
+    assert code == 0, err
+    listed = [match["where"] for match in json.loads(out)["matches"] if match["place"] == "export leftovers"]
+    assert listed == sorted(path.relative_to(ws).as_posix() for path in (unsent[0], unsent[2]))
+    code, _, err = await membridge(config, "memory", "forget", TOKEN)
+    assert code == 0, err
+    assert Scan().holders([ws], [TOKEN.encode()]) == []
+    assert [path.exists() for path in unsent] == [False, True, False]
+    code, _, err = await membridge(config, "memory", "erase", "--scope", "terminal-bob", "--yes")
+    assert code == 0, err
+    assert list((ws / ".exports").iterdir()) == []

@@ -1,8 +1,10 @@
 """A real redis-server for tests: on a free 127.0.0.1 port, its data in a temporary folder.
 
 Data is kept in an append-only file fsynced on every write (as a cluster deployment must run it),
-so a restart finds every stream entry and lease again. ``scripts/test`` installs Debian's
-redis-server when it is missing; without it these tests say so and are skipped.
+so a restart finds every stream entry and lease again. The file's RDB base is written uncompressed,
+so a test that reads the files back for a text sees every byte Redis keeps (LZF would hide it).
+``scripts/test`` installs Debian's redis-server when it is missing; without it these tests say so
+and are skipped.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class RedisServer:
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-            "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--rdbcompression", "no", "--daemonize", "no",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         assert self.process.stdout is not None
         seen = b""

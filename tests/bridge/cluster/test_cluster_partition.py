@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -11,10 +12,12 @@ from typing import Any
 
 import pytest
 from fakes import HANG_GUARD_S
+from redis.asyncio import Redis
+from support.bot import dm
 from support.cluster import Role, cluster_config, wait_all
 from support.tcp_proxy import TcpProxy
 
-from bridge.cluster.keys import shard_of
+from bridge.cluster.keys import FIELD, GROUP, Keys, encode_message, shard_of
 from bridge.scopes import scope_for
 from channels import IncomingMessage
 
@@ -176,3 +179,79 @@ async def test_a_worker_paused_mid_turn_past_its_lease_sends_nothing_when_it_res
     finally:
         await scene.stop()
     scene.check(tmp_path / "cluster")
+
+
+async def until_a_read_waits(redis: Redis) -> None:
+    """Until a client waits in XREADGROUP, as Redis's own list of its clients says (asked every ms)."""
+    for _ in range(int(HANG_GUARD_S * 1000)):
+        if any(client["cmd"] == "xreadgroup" and "b" in client["flags"] for client in await redis.client_list()):
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("no client waits in XREADGROUP")
+
+
+@pytest.mark.timeout(300)
+async def test_an_entry_handed_to_a_read_whose_reply_was_lost_is_answered_before_later_ones(
+        tmp_path, redis_server, redis: Redis, fake_llm, fake_telegram) -> None:
+    """Redis hands m1 to the worker's waiting XREADGROUP, and the reply never arrives (the link is cut,
+    then the connection drops, as when Redis restarts): m1 sits in the worker's pending list, unseen.
+    It is answered before m2, which came after it (found by scripts/stress across a Redis restart)."""
+    fake_llm.responder = echo
+    stream = Keys("membridge").stream(0)
+    sent = lambda: [m["visible"] for m in fake_telegram.sent]  # noqa: E731
+    async with TcpProxy(redis_server.port) as proxy:
+        config = cluster_config(tmp_path, redis_url=proxy.url(), llm_url=fake_llm.base_url,
+                                telegram_url=fake_telegram.base_url, shards=1, lease_ttl_s=TTL)
+        worker = await Role.start(config, "worker", "worker")
+        try:
+            await worker.wait_for(lambda: worker.shards == {0}, "the shard", timeout=120)
+            for attempt in itertools.count():  # until Redis hands m1 to a read the cut leaves waiting for its reply
+                await until_a_read_waits(redis)
+                proxy.cut()
+                m1 = f"m1 (try {attempt})"
+                entry = await redis.xadd(stream, {FIELD: encode_message(dm(m1, user="7"))})
+                if await redis.xpending_range(stream, GROUP, entry, entry, 1):
+                    break
+                proxy.heal()  # the read had just ended: m1 is read the ordinary way; try again
+                await worker.wait_for(lambda m1=m1: f"re: {m1}" in sent(), "the answer to a message read normally")
+            await redis.xadd(stream, {FIELD: encode_message(dm("m2", user="7"))})
+            proxy.heal()
+            await worker.wait_for(lambda: "re: m2" in sent() and f"re: {m1}" in sent(), "both answers")
+        finally:
+            await worker.stop()
+    assert sent()[-2:] == [f"re: {m1}", "re: m2"]
+
+
+async def until_lapsed(redis: Redis, key: str) -> None:
+    """Until ``key`` (a lease) is gone from Redis (asked every ms)."""
+    for _ in range(int(HANG_GUARD_S * 1000)):
+        if not await redis.exists(key):
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{key} never lapsed")
+
+
+@pytest.mark.timeout(300)
+async def test_a_worker_paused_while_it_reads_leaves_no_read_waiting_in_redis_past_its_lease(
+        tmp_path, redis_server, redis: Redis, fake_llm, fake_telegram) -> None:
+    """A worker stopped (SIGSTOP: starved of CPU) while its XREADGROUP waits in Redis: by the time its
+    lease lapses, that read has ended. A read still waiting then would be handed the chat's next
+    message after the shard moved, and the next holder would answer the messages after it first."""
+    fake_llm.responder = echo
+    config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
+                            telegram_url=fake_telegram.base_url, shards=1, lease_ttl_s=1.0)
+    worker = await Role.start(config, "worker", "worker")
+    lease = Keys("membridge").lease(0)
+    try:
+        await worker.wait_for(lambda: worker.shards == {0}, "the shard", timeout=120)
+        await until_a_read_waits(redis)
+        worker.process.send_signal(signal.SIGSTOP)
+        try:
+            await until_lapsed(redis, lease)
+            waiting = [client for client in await redis.client_list()
+                       if client["cmd"] == "xreadgroup" and "b" in client["flags"]]
+        finally:
+            worker.process.send_signal(signal.SIGCONT)
+    finally:
+        await worker.stop()
+    assert waiting == [], f"a read still waits in Redis after the lease lapsed: {waiting}"
