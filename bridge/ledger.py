@@ -15,7 +15,7 @@ makes such a redelivery harmless (:meth:`bridge.wiring.runtime.Bridge.answer_onc
 - ``sent``: nothing left to do; the redelivery is only confirmed. The reply's text is dropped then:
   the conversation keeps it, where a forget reaches it; a copy here would outlive the forget.
 
-Rows of sent messages go after ``RETENTION_S`` (the nightly pass prunes them), far past any
+Rows go ``RETENTION_S`` after their last change (the nightly pass prunes them), far past any
 redelivery: Telegram keeps an unconfirmed update for 24 hours, a shard's stream entry is claimed
 again within a lease TTL.
 """
@@ -104,11 +104,12 @@ class TurnLedger:
             )
 
     def prune(self, now: float | None = None) -> int:
-        """Forget sent messages older than :data:`RETENTION_S` (the table must not grow forever)."""
+        """Forget rows older than :data:`RETENTION_S`, whatever their state: the table must not grow
+        forever, and a turn cut off a week ago (its message never delivered again) must not keep its
+        answer's text here past a forget."""
         cutoff = (now or time.time()) - RETENTION_S
         with self.db.transaction() as conn:
-            return conn.execute(f"DELETE FROM {TABLE} WHERE state = ? AND updated_at < ?",
-                                (TurnState.SENT.value, cutoff)).rowcount
+            return conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (cutoff,)).rowcount
 
     @staticmethod
     def _put(conn: sqlite3.Connection, key: str, state: TurnState, reply: str | None, markdown: bool) -> None:

@@ -4,10 +4,11 @@ answer asked of the model once, and a ledger from before the rename or before se
 from __future__ import annotations
 
 import asyncio
+from datetime import date
 
 from support.bot import dm, make_services
 
-from bridge.ledger import TABLE, TurnState
+from bridge.ledger import RETENTION_S, TABLE, TurnState
 from memory import Turn
 
 
@@ -80,4 +81,22 @@ async def test_a_shards_ledger_from_before_the_rename_and_before_seqs_is_upgrade
     fake_llm.reply("Hi.")
     await services.agent.handle(fresh)
     assert ledger.get(fresh.dedupe_key).user_seq == seq + 2
+    await services.aclose()
+
+
+async def test_the_nightly_pass_drops_ledger_rows_a_week_after_their_last_change(tmp_path, fake_llm) -> None:
+    """The ledger never grows without end, in one process as in a shard: a row goes RETENTION_S
+    after its last change, sent or not (an answer never sent keeps no text past then); younger stay."""
+    services = make_services(tmp_path / "ws", fake_llm.base_url, memory={"dream": {"enabled": False}})
+    ledger = services.ledger
+    for key in ("old", "young"):
+        ledger.mark_sent(key)
+    with services.memory.db.transaction() as conn:
+        ledger.mark_answered(conn, "unsent", "an answer nobody received")
+        ledger.mark_started(conn, "unfinished", 1)
+        conn.execute(f"UPDATE {TABLE} SET updated_at = updated_at - ? WHERE message_key IN ('old', 'unsent')",
+                     (RETENTION_S + 60,))
+    await services.nightly(date.today(), 1)
+    assert ledger.get("old") is None and ledger.get("unsent") is None
+    assert ledger.get("young").state is TurnState.SENT and ledger.get("unfinished").state is TurnState.STARTED
     await services.aclose()
