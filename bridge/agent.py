@@ -69,9 +69,9 @@ class TurnInFlight:
 
 
 class TurnJournal(Protocol):
-    """Makes a turn safe to run again for the same message (a cluster worker's redelivery): the
-    user's message is stored once, and a stored answer is never asked of the LLM again. The marks
-    are written in the transactions that store those messages."""
+    """Makes a turn safe to run again for the same message (a platform's redelivery after a crash,
+    a cluster shard's pending entry): the user's message is stored once, and a stored answer is
+    never asked of the LLM again. The marks are written in the transactions that store those messages."""
 
     def user_stored(self, key: str) -> bool: ...
 
@@ -111,7 +111,7 @@ class Agent:
         self.admins = admins
         self.thread_scope_channels = thread_scope_channels
         self._clock = clock
-        self.journal: TurnJournal | None = None  # set by a cluster worker for its shard
+        self.journal: TurnJournal | None = None  # the workspace's turn ledger (Services sets it)
         self.meter: TurnMeter | None = None  # usage and limits (Services sets it)
 
     def identify(self, message: IncomingMessage) -> TurnIdentity:

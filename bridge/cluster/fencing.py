@@ -28,6 +28,7 @@ from channels import Channel, IncomingMessage, MessageHandler, OutgoingFile, Rep
 from memory import Database, WorkspaceLock
 
 from .. import offload
+from ..ledger import TurnAbandoned
 
 #: Share of the lease TTL, counted from the moment a renewal was sent, after which a worker that
 #: heard nothing back stops work on the shard. Renewals go every third of the TTL, so one late or
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS cluster_fence (
 """
 
 
-class Fenced(RuntimeError):
+class Fenced(TurnAbandoned):
     """This worker may no longer act for the shard: its lease lapsed by its own clock, or a newer
     holder's token is in the shard. Nothing was written or sent."""
 

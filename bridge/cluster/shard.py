@@ -8,7 +8,9 @@ with ``XAUTOCLAIM`` and answered before new ones, so a chat's order survives the
 after a read that failed (Redis may have handed it entries whose reply was lost); entries left
 pending for a whole lease TTL later on are claimed again the same way.
 
-An entry is acknowledged only after its reply is sent; :mod:`.ledger` makes a redelivery harmless.
+An entry is acknowledged only after its reply is sent; the workspace's turn ledger
+(:mod:`bridge.ledger`, read by :meth:`~bridge.wiring.runtime.Bridge.answer_once`) makes a
+redelivery harmless.
 Every write to the shard and every send checks the shard's fence (:mod:`.fencing`): a turn that
 fails it is abandoned, unacknowledged, to the shard's next holder.
 Acknowledged entries are trimmed from the stream (``XTRIM MINID``), so it holds only the backlog.
@@ -21,14 +23,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from channels import Channel, IncomingMessage, Reply
+from channels import Channel, IncomingMessage
 from channels.ordering import ChatLanes
 from memory import KNOWLEDGE_DIR
 from plugins import PluginRegistry
@@ -41,7 +42,6 @@ from ..wiring.runtime import Bridge, build_plugins
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
 from .fencing import WATCH_S, FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config
-from .ledger import TurnLedger, TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,8 @@ class ShardRunner:
         self._lease_ttl_s = config.cluster.lease_ttl_s
         self._tasks: list[asyncio.Task[None]] = []
         self._acks = 0
-        self._pruned_after: str | None = None  # the nightly day after which the journal was last pruned
         self.services: Services | None = None
         self._bridge: Bridge | None = None
-        self._ledger: TurnLedger | None = None
 
     # ---------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -118,8 +116,7 @@ class ShardRunner:
         the worker's lease renewals never wait for it."""
         share_knowledge(Path(self._config.workspace), Path(self._config.cluster.root))
         services = Services(self._config)
-        self._ledger = TurnLedger(services.memory.db)
-        services.agent.journal = self._ledger
+        _ = services.agent  # built here, off the event loop: it opens the turn ledger's table
         return services, build_plugins(services)
 
     async def _fence_in(self, services: Services) -> None:
@@ -153,16 +150,10 @@ class ShardRunner:
                 await self.services.aclose()
 
     async def follow_nightly(self) -> str | None:
-        """The day of this shard's last nightly pass, as the shard recorded it; the first time a new
-        day shows up, the turn journal drops what it no longer needs (so it never grows without end)."""
-        if self.services is None or self._ledger is None:
+        """The day of this shard's last nightly pass, as the shard recorded it."""
+        if self.services is None:
             return None
-        day = await offload.run(self.services.memory.get_meta, NIGHTLY_META)
-        if day is not None and day != self._pruned_after:
-            self._pruned_after = day
-            pruned = await offload.run(self._ledger.prune)
-            log.info("shard %d: %d answered message id(s) past retention forgotten", self.number, pruned)
-        return day
+        return await offload.run(self.services.memory.get_meta, NIGHTLY_META)
 
     # ---------------------------------------------------------- consuming
     async def _ensure_group(self) -> None:
@@ -253,7 +244,7 @@ class ShardRunner:
 
     # ---------------------------------------------------------- one message
     async def _answer(self, entry_id: str, message: IncomingMessage) -> None:
-        """Answer once (see :mod:`.ledger`), send, record it sent, then acknowledge."""
+        """Answer once (see :mod:`bridge.ledger`), send, record it sent, then acknowledge."""
         if self.fence.expired():
             return  # the lease moved (or may have): the entry stays pending for the next holder
         try:
@@ -267,48 +258,14 @@ class ShardRunner:
 
     async def _answer_once(self, message: IncomingMessage, received: float) -> None:
         """``received``: when the receiver took the message in (epoch seconds), for the turn's latency."""
-        assert self._ledger is not None
+        assert self._bridge is not None
         channel = self._senders.get(message.channel)
         if channel is None:
             log.error("shard %d: no channel %r is enabled for message %s; acknowledged unanswered",
                       self.number, message.channel, message.dedupe_key)
             return
-        record = await offload.run(self._ledger.get, message.dedupe_key)
-        if record is None:
-            await self._process(channel, message, received)
-        elif record.state is TurnState.STARTED:
-            await self._process(channel, await offload.run(self._as_stored, message, record), received)
-        elif record.state is TurnState.ANSWERED and record.reply is not None:
-            log.info("shard %d: resending the stored answer to %s", self.number, message.dedupe_key)
-            await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
-                                     markdown=record.markdown), message)
-        await offload.run(self._ledger.mark_sent, message.dedupe_key)
-
-    def _as_stored(self, message: IncomingMessage, record: TurnRecord) -> IncomingMessage:
-        """A redelivered message whose user turn is stored, as it was stored: its attachments were
-        read then (a document's note saved, a photo described), and are not read again; the model
-        gets the stored text (a photo's description, not the photo)."""
-        assert self._bridge is not None
-        if not message.attachments:
-            return message
-        services = self._bridge.services
-        session = services.agent.identify(message).session_id
-        stored = services.conversations.messages_between(session, record.user_seq, record.user_seq) \
-            if record.user_seq is not None else []
-        return replace(message, text=stored[0].text if stored else message.text, attachments=())
-
-    async def _process(self, channel: Channel, message: IncomingMessage, received: float) -> None:
-        """One message through the bridge; ``received``: when the receiver took it in (epoch seconds)."""
-        assert self._bridge is not None
-        try:
-            if await self._bridge.process(channel, message) is not None:
-                metrics.TURN_SECONDS.labels(channel.name).observe(max(0.0, time.time() - received))
-        except Fenced:
-            raise
-        except Exception:
-            log.exception("shard %d: message %s failed", self.number, message.dedupe_key)
-            with contextlib.suppress(Exception):
-                await channel.send(Reply("Sorry, something went wrong with that message.", markdown=False), message)
+        if await self._bridge.answer_once(channel, message) is not None:
+            metrics.TURN_SECONDS.labels(channel.name).observe(max(0.0, time.time() - received))
 
     async def _ack(self, entry_id: str) -> None:
         """XACK, retried while Redis is away (an entry left pending comes back to the next holder, whose

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ..agent import Agent
     from ..conversation import Sessions
+    from ..ledger import TurnLedger
     from ..llm import LLMClient, Message
     from ..media import MediaIntake
     from ..ops.metering import TurnMeter
@@ -122,6 +123,13 @@ class Services:
         return ConversationStore(self.memory.db)
 
     @cached_property
+    def ledger(self) -> TurnLedger:
+        """How far each incoming message got, so a redelivered one is answered once (:mod:`bridge.ledger`)."""
+        from ..ledger import TurnLedger
+
+        return TurnLedger(self.memory.db)
+
+    @cached_property
     def usage(self) -> UsageBook:
         """What each turn cost (``membridge usage``, ``/usage``, limits, the console's status page)."""
         from ..ops.usage import UsageBook
@@ -193,6 +201,7 @@ class Services:
             thread_scope_channels=thread_scope_channels(self.config),
         )
         agent.meter = self.meter
+        agent.journal = self.ledger
         return agent
 
     @cached_property
@@ -267,6 +276,7 @@ class Services:
         ok.append(await _step("the embedding cache collection", self._collect_embed_cache))
         ok.append(await _step("the usage pruning", lambda: offload.run(
             self.usage.prune, time.time() - self.config.usage.keep_days * 86400)))
+        ok.append(await _step("the turn ledger pruning", self._prune_ledger))
         if self.config.memory.retention.daily_days:
             ok.append(await _step("the daily memory retention", lambda: self._expire_daily(day)))
         if all(ok):
@@ -282,6 +292,10 @@ class Services:
         for scope in await offload.run(self.workspace.list_scopes):
             await offload.run(self.forgetter.expire, scope, before)
         log.info("daily memory retention: files dated before %s removed", before)
+
+    async def _prune_ledger(self) -> None:
+        pruned = await offload.run(self.ledger.prune)
+        log.info("turn ledger: %d answered message id(s) past retention forgotten", pruned)
 
     async def _prune_versions(self) -> None:
         versions = self.config.memory.versions

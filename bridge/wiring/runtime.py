@@ -4,9 +4,11 @@ A message's life: duplicate check → ``on_receive`` (filters) → ``on_handle``
 and stop the agent) → the agent turn → ``on_decorate`` → ``on_send`` → the channel sends. This is
 the one place a process orders and dedupes its chats (:mod:`channels.ordering`): messages of one
 chat go through a lane of their own, so they are answered in order; different chats run in
-parallel up to ``bridge.max_concurrent_chats``; the last ``bridge.dedupe_window`` message keys
-catch redeliveries. SIGINT/SIGTERM stops intake, lets in-flight turns
-finish within ``bridge.shutdown_grace_s`` and leaves pending flush jobs recorded.
+parallel up to ``bridge.max_concurrent_chats``. A redelivery is answered once: the workspace's turn
+ledger (:mod:`bridge.ledger`) says whether it was answered, is half done or is new, across crashes;
+the last ``bridge.dedupe_window`` message keys are a fast path in memory that spares a running
+process the ledger read for a platform's quick retry. SIGINT/SIGTERM stops intake, lets in-flight
+turns finish within ``bridge.shutdown_grace_s`` and leaves pending flush jobs recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from plugins import Action, Event, EventContext, PluginRegistry
 
 from .. import offload
 from ..console import start_in_background
+from ..ledger import TurnAbandoned, TurnRecord, TurnState
 from ..logs import STATUS_LOGGER
 from ..ops import metrics
 from ..ops.health import Check, channel_check, start_health, workspace_checks
@@ -72,29 +75,68 @@ class Bridge:
             log.info("duplicate delivery %s ignored", message.dedupe_key)
             # accepted behind the first delivery's turn, which may not have stored it yet
             await self._lanes.submit(message.chat_key, lambda: self._accepted(channel, message))
-            agent = self.services.agent
-            if agent.meter is not None:
-                await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
+            await self._count_duplicate(message)
             return
         received = time.monotonic()
         await self._lanes.submit(message.chat_key, lambda: self._answer(channel, message, received))
 
     async def _answer(self, channel: Channel, message: IncomingMessage, received: float) -> None:
-        """One queued message; a failure is told to the user and the chat goes on. Either way the
-        message is then done with (its channel may confirm it), unless the turn was cancelled at
-        shutdown: then the platform delivers it again at the next start."""
+        """One queued message, answered once; then it is done with (its channel may confirm it),
+        unless the turn was cancelled at shutdown: then the platform delivers it again at the next start."""
+        if await self.answer_once(channel, message) is not None:
+            metrics.TURN_SECONDS.labels(channel.name).observe(time.monotonic() - received)
+        channel.accepted(message)
+
+    async def answer_once(self, channel: Channel, message: IncomingMessage) -> Reply | None:
+        """Answer ``message`` unless the turn ledger says an earlier delivery did: a new message
+        gets a turn, one whose user message is stored resumes from it, one whose answer is stored
+        gets that answer sent, one already sent nothing. A failure is told to the user and the chat
+        goes on; either way the message is recorded sent. Returns what a turn sent now (None: no turn
+        ran). :class:`~bridge.ledger.TurnAbandoned` goes to the caller with nothing recorded."""
+        ledger = self.services.ledger
+        record = await offload.run(ledger.get, message.dedupe_key)
+        sent: Reply | None = None
         try:
-            if await self.process(channel, message) is not None:
-                metrics.TURN_SECONDS.labels(channel.name).observe(time.monotonic() - received)
+            if record is None:
+                sent = await self.process(channel, message)
+            elif record.state is TurnState.STARTED:
+                sent = await self.process(channel, await offload.run(self._as_stored, message, record))
+            elif record.state is TurnState.ANSWERED and record.reply is not None:
+                log.info("resending the stored answer to %s", message.dedupe_key)
+                await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
+                                         markdown=record.markdown), message)
+            else:
+                log.info("redelivered %s was answered before; not answered again", message.dedupe_key)
+                await self._count_duplicate(message)
+        except TurnAbandoned:
+            raise
         except Exception:
             log.exception("message %s failed", message.dedupe_key)
             await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
                                                     markdown=False), message)
-        channel.accepted(message)
+        await offload.run(ledger.mark_sent, message.dedupe_key)
+        return sent
+
+    def _as_stored(self, message: IncomingMessage, record: TurnRecord) -> IncomingMessage:
+        """A redelivered message whose user turn is stored, as it was stored: its attachments were
+        read then (a document's note saved, a photo described), and are not read again; the model
+        gets the stored text (a photo's description, not the photo)."""
+        if not message.attachments:
+            return message
+        session = self.services.agent.identify(message).session_id
+        stored = self.services.conversations.messages_between(session, record.user_seq, record.user_seq) \
+            if record.user_seq is not None else []
+        return replace(message, text=stored[0].text if stored else message.text, attachments=())
 
     @staticmethod
     async def _accepted(channel: Channel, message: IncomingMessage) -> None:
         channel.accepted(message)
+
+    async def _count_duplicate(self, message: IncomingMessage) -> None:
+        """A redelivery dropped, in the usage book and the metrics (``deduplicated``)."""
+        agent = self.services.agent
+        if agent.meter is not None:
+            await agent.meter.record(agent.identify(message).scope, message.channel, "deduplicated")
 
     # ----------------------------------------------------------- pipeline
     def context_for(self, message: IncomingMessage) -> EventContext:

@@ -97,19 +97,23 @@ async def test_no_more_than_max_concurrent_chats_turns_run_at_once(tmp_path, fak
         await bridge.shutdown()
 
 
-async def test_the_dedupe_window_is_bounded(tmp_path, fake_llm) -> None:
-    """A redelivery within ``bridge.dedupe_window`` messages is dropped; an older one is answered
-    again, because the window forgets (it never grows past its size)."""
+async def test_a_redelivery_past_the_dedupe_window_is_still_answered_once(tmp_path, fake_llm) -> None:
+    """The in-memory window (``bridge.dedupe_window``) forgets past its size; a redelivery it no
+    longer holds is caught by the turn ledger in index.db: answered once, counted deduplicated."""
     bridge, channel = await started(tmp_path, fake_llm, Gate(), bridge__dedupe_window=10)
     try:
         first = dm("first", user="1")
         await channel.push(first)
-        await channel.push(first)  # within the window: dropped
+        await channel.push(first)  # within the window: dropped at intake
         for i in range(10):
             await channel.push(dm(f"filler {i}", user="2"))
-        await channel.push(first)  # ten keys later: forgotten, so answered again
+        await channel.wait_sent(11)
+        await channel.push(first)  # ten keys later: out of the window, so the ledger decides
+        await channel.push(dm("after", user="1"))  # answered only once the redelivery's turn is done
         await channel.wait_sent(12)
         assert channel.texts("1") == ["ok", "ok"] and len(fake_llm.requests) == 12
+        assert fake_llm.requests[-1]["messages"][-1]["content"] == "after"
+        assert bridge.services.usage.outcomes_since(0)["deduplicated"] == 2
     finally:
         await bridge.shutdown()
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from support.attachments import MemoryAttachment
-from support.bot import group
+from support.bot import dm, group
 from support.documents import flate_bomb_pdf, tiny_docx, tiny_pdf, zip_bomb_docx
 from support.media import stored, with_files
 
@@ -170,13 +170,16 @@ async def test_a_hostile_name_touches_no_path(running, fake_llm, tmp_path) -> No
 
 async def test_a_document_delivered_again_to_a_fresh_process_saves_no_second_note(running, fake_llm) -> None:
     """One process confirms a captionless document to Telegram only after answering it; killed
-    before that, the next process gets the same message again (it remembers no delivery keys)."""
+    before that, the next process gets the same message again (it remembers no delivery keys in
+    memory): the turn ledger in index.db says it was answered, so it is only confirmed."""
     message = with_files("", MemoryAttachment("document", "plan.md", b"Sow beans in May.\n", "text/markdown"))
     first, channel = await running()
     await channel.push(message)
-    await channel.wait_sent(1)
+    [(reply, _to)] = await channel.wait_sent(1)
+    assert reply.text.startswith("Saved plan.md to your memory")
     _second, again = await running()
     await again.push(message)
+    await again.push(dm("thanks"))  # the same chat: answered only after the redelivery is done with
     [(reply, _to)] = await again.wait_sent(1)
-    assert reply.text.startswith("Saved plan.md to your memory")
+    assert reply.text == "ok" and again.accepted_keys[0] == message.dedupe_key
     assert today_file(first).read_text(encoding="utf-8").count("File: plan.md") == 1
