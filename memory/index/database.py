@@ -1,6 +1,6 @@
 """One SQLite file shared by threads and processes: a writer connection behind a lock, and readers.
 
-The memory core's index (``index.db``) and the bridge's cluster ledger both open their file
+The memory core's index (``index.db``) and the bridge's turn ledger both open their file
 through :class:`Database`, so every writer in a process queues on one lock and no reader waits on
 it.
 """
