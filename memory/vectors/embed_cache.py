@@ -171,6 +171,21 @@ class EmbeddingCache:
         matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), width // 4)
         return generation, [cid for cid, _ in found], matrix
 
+    def entry_vectors(self, ids: Sequence[str], model: str) -> tuple[list[str], np.ndarray]:
+        """The float32 vectors of entries ``ids`` embedded with ``model`` (those found, in one read):
+        the exact re-score of what the compact in-RAM scan found best."""
+        import numpy as np
+
+        sql = ("SELECT e.id, c.vector FROM entries e JOIN embed_cache c ON c.model = e.vec_model AND"
+               " c.text_hash = e.text_hash WHERE e.vec_model = ? AND e.id IN ({marks})")
+        rows = list(rows_in(self.db.query, sql, ids, before=(model,)))
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        width = len(rows[0][1])
+        rows = [row for row in rows if len(row[1]) == width]
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(len(rows), width // 4)
+        return [row[0] for row in rows], matrix
+
     @staticmethod
     def _vector_blobs(conn: sqlite3.Connection, model: str, wanted: Sequence[tuple[str, str]]) -> dict[str, bytes]:
         hashes = {h for _, h in wanted}
