@@ -27,7 +27,7 @@ from .index.indexer import Indexer
 from .index.keyword_index import KeywordIndex
 from .index.storage import IndexStorage
 from .retrieval.recall_log import RecallLog
-from .vectors.embed_cache import EmbeddingCache
+from .vectors.embed_cache import EmbeddingCache, RowSink
 from .vectors.embedding import EmbeddingProvider
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
@@ -142,10 +142,10 @@ class MemoryManager:
         """The vectors of recently searched scopes in RAM (None without vectors or with the cache off)."""
         return self._search_side().cache
 
-    def _load_scope_vectors(self, scope: str) -> tuple[int, list[str], np.ndarray]:
-        """The vector cache's loader: a scope's generation, chunk ids and vectors, from SQLite."""
+    def _load_scope_vectors(self, scope: str, sink: RowSink) -> None:
+        """The vector cache's loader: a scope's entry vectors from SQLite, in batches to ``sink``."""
         assert self.embedder is not None
-        return self.embed_cache.scope_vectors(scope, self.embedder.model_id)
+        self.embed_cache.scope_vectors(scope, self.embedder.model_id, sink)
 
     def _exact_vectors(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
         """The vector cache's exact re-score: entries' float32 vectors, from SQLite."""

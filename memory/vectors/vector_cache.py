@@ -33,9 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import compact
+from .embed_cache import RowSink
 
-ScopeLoader = Callable[[str], tuple[int, list[str], np.ndarray]]
-"""``load(scope) -> (generation, entry ids, vectors)``, read in one consistent snapshot."""
+ScopeLoader = Callable[[str, RowSink], None]
+"""``load(scope, sink)``: the scope's vectors handed to ``sink`` in batches of one consistent
+snapshot (:meth:`memory.vectors.embed_cache.EmbeddingCache.scope_vectors`)."""
 ExactVectors = Callable[[Sequence[str]], tuple[list[str], np.ndarray]]
 """``exact(entry ids) -> (ids found, their float32 vectors)``: the truth the scan's best are re-scored on."""
 
@@ -64,17 +66,16 @@ class ScopeBlock:
     """The vectors of one scope, compact (:mod:`.compact`): rows appended in place, removals marked,
     compacted when sparse."""
 
-    def __init__(self, generation: int, ids: Sequence[str], vectors: np.ndarray, dim: int) -> None:
+    def __init__(self, generation: int, ids: Sequence[str], vectors: np.ndarray, dim: int, *,
+                 capacity: int = 0) -> None:
+        """``capacity``: rows to allocate at once (a load knows how many are coming)."""
         self.generation = generation
         self.dim = dim
-        self._fill(ids, vectors)
+        self._fill_codes(ids, *compact.encode(vectors.reshape(len(ids), dim)), capacity=capacity)
 
-    def _fill(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        self._fill_codes(ids, *compact.encode(vectors.reshape(len(ids), self.dim)))
-
-    def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray) -> None:
+    def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray, *, capacity: int = 0) -> None:
         count = len(ids)
-        self._codes = np.zeros((max(_MIN_CAPACITY, count), self.dim), dtype=np.int8)
+        self._codes = np.zeros((max(_MIN_CAPACITY, count, capacity), self.dim), dtype=np.int8)
         self._scales = np.ones(self._codes.shape[0], dtype=np.float32)
         self._codes[:count], self._scales[:count] = codes, scales
         self._alive = np.zeros(self._codes.shape[0], dtype=bool)
@@ -109,6 +110,13 @@ class ScopeBlock:
         if capacity is not None and capacity > self._codes.shape[0]:
             self._grow(capacity)
         codes, scales = compact.encode(vectors.reshape(len(ids), self.dim))
+        first = len(self._ids)
+        if first + len(ids) <= self._codes.shape[0] and self._row.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            self._codes[first : first + len(ids)], self._scales[first : first + len(ids)] = codes, scales
+            self._alive[first : first + len(ids)] = True
+            self._ids.extend(ids)
+            self._row.update(zip(ids, range(first, first + len(ids)), strict=True))
+            return  # all new and room for them: one write (a load appends ~600k rows this way)
         for cid, code, scale in zip(ids, codes, scales, strict=True):
             row = self._row.get(cid)
             if row is None:
@@ -284,16 +292,16 @@ class VectorCache:
             if block is not None and block.generation == generation and dim in (None, block.dim):
                 self._blocks.move_to_end(scope)
                 return block
-        loaded_generation, ids, vectors = self._load(scope)
-        width = int(vectors.shape[1]) if vectors.shape[0] else dim
-        if width is None or (dim is not None and width != dim):
-            return None  # nothing to hold yet, or vectors of another width: not this model's space
-        block = ScopeBlock(loaded_generation, ids, vectors.reshape(-1, width), width)
-        if block.nbytes > self.budget_bytes:
-            return None
+        builder = _Builder(self.budget_bytes, dim)
+        self._load(scope, builder.add)
+        block = builder.block
+        if block is None and not builder.refused and dim is not None:  # no vectors yet: an empty block
+            block = ScopeBlock(generation, [], np.zeros((0, dim), dtype=np.float32), dim)
+        if block is None or block.nbytes > self.budget_bytes:
+            return None  # too big, nothing to hold yet (a preload), or vectors of another width
         with self._lock:
             current = self._blocks.get(scope)
-            if current is not None and current.dim == width and current.generation >= block.generation:
+            if current is not None and current.dim == block.dim and current.generation >= block.generation:
                 return current
             self._blocks.pop(scope, None)
             self._evict_for(block.nbytes)
@@ -310,3 +318,24 @@ class VectorCache:
 
     def _used(self) -> int:
         return sum(block.nbytes for block in self._blocks.values())
+
+
+class _Builder:
+    """A block built from a loader's batches; refuses (stops the read) as soon as it knows that the
+    scope does not fit the budget, or that its vectors are not ``dim`` wide."""
+
+    def __init__(self, budget_bytes: int, dim: int | None) -> None:
+        self.budget_bytes = budget_bytes
+        self.dim = dim
+        self.block: ScopeBlock | None = None
+        self.refused = False
+
+    def add(self, generation: int, count: int, ids: list[str], vectors: np.ndarray) -> bool:
+        width = int(vectors.shape[1])
+        if self.block is None:
+            if (self.dim is not None and width != self.dim) or count * _row_bytes(width) > self.budget_bytes:
+                self.refused = True
+                return False
+            self.block = ScopeBlock(generation, [], np.zeros((0, width), dtype=np.float32), width, capacity=count)
+        self.block.upsert(ids, vectors)
+        return True

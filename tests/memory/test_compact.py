@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from memory.vectors import compact
+from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.vector_cache import RESCORE, ScopeBlock, VectorCache, _top
 
@@ -25,10 +26,13 @@ class Scopes:
         self.vectors = {name: {f"{name}{i}": v for i, v in enumerate(rows)} for name, rows in scopes.items()}
         self.loads: list[str] = []
 
-    def load(self, scope: str) -> tuple[int, list[str], np.ndarray]:
+    def load(self, scope: str, sink: RowSink) -> None:
+        """In batches of 150 rows, as SQLite hands them (``LOAD_BATCH``)."""
         self.loads.append(scope)
-        rows = self.vectors[scope]
-        return 1, list(rows), np.array(list(rows.values()), dtype=np.float32)
+        ids, vectors = list(self.vectors[scope]), np.array(list(self.vectors[scope].values()), dtype=np.float32)
+        for start in range(0, len(ids), 150):
+            if not sink(1, len(ids), ids[start : start + 150], vectors[start : start + 150]):
+                return
 
     def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
         rows = {cid: v for held in self.vectors.values() for cid, v in held.items()}

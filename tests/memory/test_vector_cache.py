@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from support.files import write
 
 from memory import KNOWLEDGE_SCOPE, HashEmbedding
+from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
 
@@ -42,9 +43,11 @@ class Loader:
         self.data: dict[str, tuple[int, list[str], np.ndarray]] = {}
         self.calls: list[str] = []
 
-    def __call__(self, scope: str) -> tuple[int, list[str], np.ndarray]:
+    def __call__(self, scope: str, sink: RowSink) -> None:
         self.calls.append(scope)
-        return self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
+        generation, ids, vectors = self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
+        if ids:
+            sink(generation, len(ids), list(ids), vectors)
 
     def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
         """The float32 truth of ``ids`` (what SQLite gives the cache's re-score)."""
@@ -165,9 +168,10 @@ def test_in_place_writes_never_hold_more_than_the_budget() -> None:
     truth: dict[str, dict[str, np.ndarray]] = {name: {} for name in "abc"}
     gens = dict.fromkeys("abc", 0)
 
-    def load(scope: str) -> tuple[int, list[str], np.ndarray]:
+    def load(scope: str, sink: RowSink) -> None:
         ids = list(truth[scope])
-        return gens[scope], ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32).reshape(-1, dim)
+        if ids:
+            sink(gens[scope], len(ids), ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32))
 
     def vectors(count: int) -> np.ndarray:
         return normalise(rng.normal(size=(count, dim))).astype(np.float32)
@@ -220,7 +224,7 @@ def test_a_slow_load_does_not_block_searches_of_other_scopes() -> None:
     loader = Loader()
     loader.data["small"] = (1, ["s"], vectors[:1])
     loader.data["big"] = (1, ["b"], vectors[1:2])
-    cache = VectorCache(2**20, lambda scope: (scope != "big" or release.wait(10)) and loader(scope))
+    cache = VectorCache(2**20, lambda scope, sink: (scope != "big" or release.wait(10)) and loader(scope, sink))
     cache.search(vectors[0], ["small"], 1, {"small": 1})
     slow = threading.Thread(target=cache.search, args=(vectors[0], ["big"], 1, {"big": 1}))
     slow.start()
@@ -309,7 +313,7 @@ def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_man
     manager.search("tea", "alice")
     loads: list[str] = []
     original = manager._load_scope_vectors
-    manager._load_scope_vectors = lambda scope: loads.append(scope) or original(scope)  # type: ignore[method-assign]
+    manager._load_scope_vectors = lambda scope, sink: loads.append(scope) or original(scope, sink)  # type: ignore[method-assign]
     manager.vector_cache._load = manager._load_scope_vectors  # type: ignore[union-attr]
     path = write(workspace, "alice", "MEMORY.md", "- likes black coffee\n")
     manager.indexer.sync("alice")
@@ -342,7 +346,7 @@ def test_warm_loads_the_active_scopes_and_knowledge_before_any_search(workspace,
     assert sorted(manager.vector_cache._blocks) == [KNOWLEDGE_SCOPE, "alice"]
     loads: list[str] = []
     original = manager.vector_cache._load
-    manager.vector_cache._load = lambda scope: loads.append(scope) or original(scope)
+    manager.vector_cache._load = lambda scope, sink: loads.append(scope) or original(scope, sink)
     assert manager.search("green tea", "alice")[0].vector_score is not None
     assert loads == []
 
