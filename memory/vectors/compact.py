@@ -10,7 +10,7 @@ Why int8 and nothing coarser: the engine asks for the 64 nearest entries, and fo
 vectors the 64th is a weak neighbour, a hair above thousands of others. Measured on 18,805 USE entry
 vectors and 100 questions (bench/README.md "Entry vectors in a quarter of the bytes"), the rank in
 a scan's order that holds all of the exact top 64 is, at the 99th percentile: 67 for these int8
-codes, 105 for 4-bit, ~6,500 for 64-byte product codes and ~7,600 for sign bits; an IVF partition
+codes, 106 for 4-bit, 1,407 for 64-byte product codes and 7,594 for sign bits; an IVF partition
 probing 30% of its lists still misses 8% of them. So every row is scanned, and what makes the scan
 fast is the kernel: numpy has no int8 product (it converts to float32 first: slower than a float32
 scan), SimSIMD's int8 dot product (AVX-512 VNNI where the CPU has it) reads 4× fewer bytes.
