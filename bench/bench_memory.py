@@ -104,6 +104,23 @@ def wait_for_ann_index(backend: LanceDBBackend, timeout_s: float = 900.0) -> boo
     return ann_index_present(backend)
 
 
+def tie_aware_recall(manager: MemoryManager, scope: str, queries: list[str], depth: int = 32) -> float:
+    """Share of LanceDB's exact top ``depth`` (scope + knowledge) that the in-RAM search matches: a
+    hit counts when its similarity reaches LanceDB's last. HashEmbedding gives many rows the very
+    same similarity, and which of the tied rows an exact search returns is arbitrary."""
+    assert manager.vectors is not None and manager.vector_cache is not None
+    scopes = [scope, KNOWLEDGE_SCOPE]
+    shares = []
+    for query in queries:
+        vector = manager.retriever._query_vector(query)
+        assert vector is not None
+        exact = manager.vectors.search(vector, scopes, depth, exact=True)
+        ram = manager.vector_cache.search(vector, scopes, depth, manager.embed_cache.generations(scopes)) or []
+        floor = exact[-1][1] - 1e-5 if exact else 0.0
+        shares.append(sum(1 for _, score in ram if score >= floor) / max(1, len(exact)))
+    return statistics.fmean(shares)
+
+
 class MemoryBench:
     def __init__(self, report: Report, queries: QuerySets, *, resync_repeats: int) -> None:
         self.report = report
@@ -262,18 +279,10 @@ class MemoryBench:
             fresh.close()
 
     def ram_recall(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager) -> None:
-        """The in-RAM search must return what LanceDB's exact scan returns (recall 1.0)."""
-        assert manager.vectors is not None and manager.vector_cache is not None
-        scopes = [ws.big_scope, KNOWLEDGE_SCOPE]
-        recalls = []
-        for query in self.queries.english[:50]:
-            vector = manager.retriever._query_vector(query)
-            assert vector is not None
-            exact = {cid for cid, _ in manager.vectors.search(vector, scopes, 32, exact=True)}
-            ram = manager.vector_cache.search(vector, scopes, 32, manager.embed_cache.generations(scopes))
-            recalls.append(len(exact & {cid for cid, _ in ram or []}) / max(1, len(exact)))
-        self.report.add(section, "in-RAM vector search recall@32 vs LanceDB exact (big scope)",
-                        statistics.fmean(recalls), "ratio")
+        """The in-RAM search must return what LanceDB's exact scan returns (recall 1.0, ties aside)."""
+        recall = tie_aware_recall(manager, ws.big_scope, self.queries.english[:50])
+        self.report.add(section, "in-RAM vector search recall@32 vs LanceDB exact (big scope)", recall, "ratio",
+                        note="a hit counts when its similarity reaches LanceDB's 32nd (HashEmbedding ties)")
 
     def ann_phase(self, section: str, ws: GeneratedWorkspace, manager: MemoryManager, embedder: HashEmbedding,
                   targets: bool) -> None:

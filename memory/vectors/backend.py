@@ -259,9 +259,12 @@ class LanceDBBackend(VectorBackend):
                 self._index_builder.start()
 
     def _ann_rows(self, table) -> int:  # type: ignore[no-untyped-def]
-        """The row count past which an ANN index pays: ``ann_threshold``, or what RAM can't hold."""
+        """The row count past which an ANN index pays: ``ann_threshold``, or what RAM can't hold
+        (rows in their compact form, :mod:`memory.vectors.compact`)."""
+        from .compact import row_bytes
+
         dim = table.schema.field("vector").type.list_size
-        return max(self._ann_threshold, self._ram_bytes // (4 * int(dim)) + 1)
+        return max(self._ann_threshold, self._ram_bytes // row_bytes(int(dim)) + 1)
 
     def _build_index(self, table, rows: int) -> None:  # type: ignore[no-untyped-def]
         """IVF_PQ over the vectors, built in a thread: a sync or a search never waits for it.

@@ -1,10 +1,14 @@
-"""Exact vector search from memory: one float32 block per scope, kept in step with SQLite.
+"""Vector search from memory: one compact block per scope, kept in step with SQLite.
 
 LanceDB pays ~6 ms per query before doing any work, scans an 80k-vector scope in ~170 ms, and its
-IVF_PQ index trades recall for speed (recall@32 ≈ 0.8 at 100k). A contiguous float32 block per
-scope answers exactly with one matrix-vector product: ~2 ms at 10k vectors, ~7 ms at 80k. So the
-scopes a search needs are served from RAM while they fit in ``memory.vector_cache_mb``; LanceDB
-stays the durable vector store and serves what does not fit.
+IVF_PQ index trades recall for speed (recall@32 ≈ 0.8 at 100k). A contiguous block per scope
+answers with one pass over its rows. Rows are held as int8 codes with a scale each
+(:mod:`.compact`: a quarter of float32's bytes, so a scope of ~800k entry vectors fits the default
+512 MiB), and the best ``limit × RESCORE`` of the scan are re-scored on their exact float32
+vectors (read from SQLite by ``exact``), so the hits and their similarities are those of an exact
+search but for a rare swap at the last places. The scopes a search needs are served from RAM while
+they fit in ``memory.vector_cache_mb``; LanceDB stays the durable vector store and serves what does
+not fit.
 
 Blocks are loaded from SQLite (the truth: the embedding cache joined to the chunks embedded with
 the current model). SQLite also holds a generation number per scope, bumped in the same
@@ -13,8 +17,8 @@ writes hold the workspace lock). A search compares each block's generation with 
 reloads a block another process changed; this process's own writes are applied to loaded blocks
 in place (:meth:`VectorCache.apply`), so a ``memory_write`` does not cost a reload.
 
-The budget is hard: a block counts its allocated capacity (the float32 rows and the live-row
-mask, filled or not), a load or an in-place growth first evicts the least recently used other
+The budget is hard: a block counts its allocated capacity (the codes, scales and live-row mask,
+filled or not), a load or an in-place growth first evicts the least recently used other
 blocks, and a block that alone would outgrow the budget is dropped, so its scope is searched in
 LanceDB like any scope that does not fit.
 """
@@ -28,48 +32,61 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ScopeLoader = Callable[[str], tuple[int, list[str], np.ndarray]]
-"""``load(scope) -> (generation, chunk ids, vectors)``, read in one consistent snapshot."""
+from . import compact
+from .embed_cache import RowSink
+
+ScopeLoader = Callable[[str, RowSink], None]
+"""``load(scope, sink)``: the scope's vectors handed to ``sink`` in batches of one consistent
+snapshot (:meth:`memory.vectors.embed_cache.EmbeddingCache.scope_vectors`)."""
+ExactVectors = Callable[[Sequence[str]], tuple[list[str], np.ndarray]]
+"""``exact(entry ids) -> (ids found, their float32 vectors)``: the truth the scan's best are re-scored on."""
 
 _MIN_CAPACITY = 64
+#: How many rows per hit wanted the compact scan passes to the exact re-score: the 64th nearest
+#: entry of a real scope is a weak neighbour, and int8 may rank it a few places lower.
+RESCORE = 2
 
 
 def _row_bytes(dim: int) -> int:
-    """What one row of capacity costs: its float32 vector and its live-row flag."""
-    return dim * 4 + 1
+    """What one row of capacity costs: its codes, its scale and its live-row flag."""
+    return compact.row_bytes(dim) + 1
 
 
 @dataclass(frozen=True)
 class _Snapshot:
     """What a search reads, taken under the lock; computed on without it."""
 
-    matrix: np.ndarray
+    codes: np.ndarray
+    scales: np.ndarray
     ids: list[str]
     alive: np.ndarray | None  # None: every row is live
 
 
 class ScopeBlock:
-    """The vectors of one scope: rows appended in place, removals marked, compacted when sparse."""
+    """The vectors of one scope, compact (:mod:`.compact`): rows appended in place, removals marked,
+    compacted when sparse."""
 
-    def __init__(self, generation: int, ids: Sequence[str], vectors: np.ndarray, dim: int) -> None:
+    def __init__(self, generation: int, ids: Sequence[str], vectors: np.ndarray, dim: int, *,
+                 capacity: int = 0) -> None:
+        """``capacity``: rows to allocate at once (a load knows how many are coming)."""
         self.generation = generation
         self.dim = dim
-        self._fill(ids, vectors)
+        self._fill_codes(ids, *compact.encode(vectors.reshape(len(ids), dim)), capacity=capacity)
 
-    def _fill(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+    def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray, *, capacity: int = 0) -> None:
         count = len(ids)
-        self._matrix = np.zeros((max(_MIN_CAPACITY, count), self.dim), dtype=np.float32)
-        if count:
-            self._matrix[:count] = vectors
-        self._alive = np.zeros(self._matrix.shape[0], dtype=bool)
+        self._codes = np.zeros((max(_MIN_CAPACITY, count, capacity), self.dim), dtype=np.int8)
+        self._scales = np.ones(self._codes.shape[0], dtype=np.float32)
+        self._codes[:count], self._scales[:count] = codes, scales
+        self._alive = np.zeros(self._codes.shape[0], dtype=bool)
         self._alive[:count] = True
         self._ids: list[str] = list(ids)  # row -> id; a removed row keeps its id as a tombstone
         self._row: dict[str, int] = {cid: i for i, cid in enumerate(self._ids)}
 
     @property
     def nbytes(self) -> int:
-        """Allocated bytes (capacity, not filled rows): the matrix and the live-row mask."""
-        return int(self._matrix.nbytes + self._alive.nbytes)
+        """Allocated bytes (capacity, not filled rows): the codes, the scales and the live-row mask."""
+        return int(self._codes.nbytes + self._scales.nbytes + self._alive.nbytes)
 
     def growth_for(self, ids: Sequence[str], max_rows: int) -> int | None:
         """The capacity :meth:`upsert` of ``ids`` needs, at most ``max_rows`` (growth by a quarter
@@ -77,7 +94,7 @@ class ScopeBlock:
 
         Removed rows still count until the block is compacted (a reload drops them).
         """
-        capacity = self._matrix.shape[0]
+        capacity = self._codes.shape[0]
         rows = len(self._ids) + len(set(ids) - self._row.keys())
         if rows <= capacity:
             return capacity
@@ -90,17 +107,25 @@ class ScopeBlock:
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, capacity: int | None = None) -> None:
         """Write rows in place; ``capacity`` (from :meth:`growth_for`) sets the size of a growth."""
-        if capacity is not None and capacity > self._matrix.shape[0]:
+        if capacity is not None and capacity > self._codes.shape[0]:
             self._grow(capacity)
-        for cid, vector in zip(ids, vectors, strict=True):
+        codes, scales = compact.encode(vectors.reshape(len(ids), self.dim))
+        first = len(self._ids)
+        if first + len(ids) <= self._codes.shape[0] and self._row.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            self._codes[first : first + len(ids)], self._scales[first : first + len(ids)] = codes, scales
+            self._alive[first : first + len(ids)] = True
+            self._ids.extend(ids)
+            self._row.update(zip(ids, range(first, first + len(ids)), strict=True))
+            return  # all new and room for them: one write (a load appends ~600k rows this way)
+        for cid, code, scale in zip(ids, codes, scales, strict=True):
             row = self._row.get(cid)
             if row is None:
                 row = len(self._ids)
-                if row == self._matrix.shape[0]:
+                if row == self._codes.shape[0]:
                     self._grow()
                 self._ids.append(cid)
                 self._row[cid] = row
-            self._matrix[row] = vector
+            self._codes[row], self._scales[row] = code, scale
             self._alive[row] = True
 
     def remove(self, ids: Sequence[str]) -> None:
@@ -112,34 +137,39 @@ class ScopeBlock:
             self._compact()
 
     def rows(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        """The ids of ``ids`` held here and a copy of their rows, in one indexed read."""
+        """The ids of ``ids`` held here and their rows decoded to float32 (within half a code step
+        of the originals), in one indexed read."""
         found = [(cid, row) for cid in ids if (row := self._row.get(cid)) is not None]
-        return [cid for cid, _ in found], self._matrix[[row for _, row in found]]
+        rows = [row for _, row in found]
+        return [cid for cid, _ in found], compact.decode(self._codes[rows], self._scales[rows])
 
     def snapshot(self) -> _Snapshot:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
         used = len(self._ids)
         alive = None if len(self._row) == used else self._alive[:used].copy()
-        return _Snapshot(self._matrix[:used], self._ids, alive)
+        return _Snapshot(self._codes[:used], self._scales[:used], self._ids, alive)
 
     def _grow(self, rows: int | None = None) -> None:
         """``rows`` rows, by default a quarter more: a big scope's block must not double in memory
         for one new note."""
-        capacity = self._matrix.shape[0]
+        capacity = self._codes.shape[0]
         rows = rows if rows is not None else max(capacity + _MIN_CAPACITY, capacity * 5 // 4)
-        bigger = np.zeros((rows, self.dim), dtype=np.float32)
-        bigger[: self._matrix.shape[0]] = self._matrix
-        alive = np.zeros(bigger.shape[0], dtype=bool)
+        bigger = np.zeros((rows, self.dim), dtype=np.int8)
+        bigger[: self._codes.shape[0]] = self._codes
+        scales = np.ones(rows, dtype=np.float32)
+        scales[: self._scales.shape[0]] = self._scales
+        alive = np.zeros(rows, dtype=bool)
         alive[: self._alive.shape[0]] = self._alive
-        self._matrix, self._alive = bigger, alive
+        self._codes, self._scales, self._alive = bigger, scales, alive
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
-        self._fill([self._ids[row] for row in keep], self._matrix[keep])
+        self._fill_codes([self._ids[row] for row in keep], self._codes[keep], self._scales[keep])
 
 
 def _top(snapshot: _Snapshot, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-    scores = snapshot.matrix @ query
+    """The ``limit`` best live rows by their compact (approximate) similarity to ``query``."""
+    scores = compact.scores(snapshot.codes, snapshot.scales, query)
     if snapshot.alive is not None:
         scores[~snapshot.alive] = -np.inf
     live = scores.shape[0] if snapshot.alive is None else int(snapshot.alive.sum())
@@ -153,9 +183,11 @@ def _top(snapshot: _Snapshot, query: np.ndarray, limit: int) -> list[tuple[str, 
 class VectorCache:
     """Per-scope blocks under one memory budget, least recently used evicted first."""
 
-    def __init__(self, budget_bytes: int, load: ScopeLoader) -> None:
+    def __init__(self, budget_bytes: int, load: ScopeLoader, exact: ExactVectors | None = None) -> None:
+        """``exact``: where the scan's best rows are re-scored; without it the compact scores stand."""
         self.budget_bytes = budget_bytes
         self._load = load
+        self._exact = exact
         self._blocks: OrderedDict[str, ScopeBlock] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -172,7 +204,9 @@ class VectorCache:
     def search(
         self, query: np.ndarray, scopes: Sequence[str], limit: int, generations: Mapping[str, int]
     ) -> list[tuple[str, float]] | None:
-        """(chunk id, cosine) best first over ``scopes``, or None when they do not fit in the budget."""
+        """(entry id, cosine) best first over ``scopes``, or None when they do not fit in the budget.
+
+        The best ``limit × RESCORE`` by the compact scan are re-scored exactly (``exact``)."""
         query = np.asarray(query, dtype=np.float32)
         snapshots = []
         for scope in scopes:
@@ -180,10 +214,23 @@ class VectorCache:
             if block is None:
                 return None
             with self._lock:
-                snapshots.append(block.snapshot())
-        hits = [hit for snapshot in snapshots for hit in _top(snapshot, query, limit)]
+                snapshots.append((scope, block.snapshot()))
+        wanted = limit * RESCORE
+        scanned = sorted(((scope, cid, score) for scope, snapshot in snapshots
+                          for cid, score in _top(snapshot, query, wanted)), key=lambda hit: -hit[2])[:wanted]
+        hits = self._rescored(scanned, query)
         hits.sort(key=lambda hit: -hit[1])
         return hits[:limit]
+
+    def _rescored(self, scanned: list[tuple[str, str, float]], query: np.ndarray) -> list[tuple[str, float]]:
+        """The scan's (scope, id, score) with the exact similarity of each row ``exact`` finds (the
+        others keep their compact score)."""
+        exact: dict[str, float] = {}
+        if self._exact is not None and scanned:
+            found, vectors = self._exact([cid for _, cid, _ in scanned])
+            if found:
+                exact = dict(zip(found, (vectors @ query).tolist(), strict=True))
+        return [(cid, exact.get(cid, score)) for _, cid, score in scanned]
 
     def preload(self, scope: str, generation: int) -> bool:
         """Load ``scope``'s block now (if stale or absent), so that its first search is fast.
@@ -194,7 +241,8 @@ class VectorCache:
 
     def vectors(self, scope: str, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
         """The loaded vectors of ``ids`` in ``scope`` (for scoring a candidate's every entry without
-        a SQLite read): the ids found, and their rows as one matrix (a copy), read under one lock."""
+        a SQLite read): the ids found, and their rows decoded from the compact block (within half a
+        code step of the truth) as one float32 matrix, read under one lock."""
         with self._lock:
             block = self._blocks.get(scope)
             if block is None:
@@ -244,16 +292,16 @@ class VectorCache:
             if block is not None and block.generation == generation and dim in (None, block.dim):
                 self._blocks.move_to_end(scope)
                 return block
-        loaded_generation, ids, vectors = self._load(scope)
-        width = int(vectors.shape[1]) if vectors.shape[0] else dim
-        if width is None or (dim is not None and width != dim):
-            return None  # nothing to hold yet, or vectors of another width: not this model's space
-        block = ScopeBlock(loaded_generation, ids, vectors.reshape(-1, width), width)
-        if block.nbytes > self.budget_bytes:
-            return None
+        builder = _Builder(self.budget_bytes, dim)
+        self._load(scope, builder.add)
+        block = builder.block
+        if block is None and not builder.refused and dim is not None:  # no vectors yet: an empty block
+            block = ScopeBlock(generation, [], np.zeros((0, dim), dtype=np.float32), dim)
+        if block is None or block.nbytes > self.budget_bytes:
+            return None  # too big, nothing to hold yet (a preload), or vectors of another width
         with self._lock:
             current = self._blocks.get(scope)
-            if current is not None and current.dim == width and current.generation >= block.generation:
+            if current is not None and current.dim == block.dim and current.generation >= block.generation:
                 return current
             self._blocks.pop(scope, None)
             self._evict_for(block.nbytes)
@@ -270,3 +318,24 @@ class VectorCache:
 
     def _used(self) -> int:
         return sum(block.nbytes for block in self._blocks.values())
+
+
+class _Builder:
+    """A block built from a loader's batches; refuses (stops the read) as soon as it knows that the
+    scope does not fit the budget, or that its vectors are not ``dim`` wide."""
+
+    def __init__(self, budget_bytes: int, dim: int | None) -> None:
+        self.budget_bytes = budget_bytes
+        self.dim = dim
+        self.block: ScopeBlock | None = None
+        self.refused = False
+
+    def add(self, generation: int, count: int, ids: list[str], vectors: np.ndarray) -> bool:
+        width = int(vectors.shape[1])
+        if self.block is None:
+            if (self.dim is not None and width != self.dim) or count * _row_bytes(width) > self.budget_bytes:
+                self.refused = True
+                return False
+            self.block = ScopeBlock(generation, [], np.zeros((0, width), dtype=np.float32), width, capacity=count)
+        self.block.upsert(ids, vectors)
+        return True

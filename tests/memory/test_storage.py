@@ -103,13 +103,41 @@ def test_scope_vectors_are_the_embedded_entries_of_the_model(storage, embed_cach
         embed_cache.store_vectors(conn, "m2", {h: np.zeros(4, dtype=np.float32) for h in vectors})  # another model
         storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
         embed_cache.bump_generations(conn, ["alice"])
-    generation, entry_ids, matrix = embed_cache.scope_vectors("alice", "m1")
-    assert generation == 1
+    generation, count, entry_ids, matrix = scope_vectors(embed_cache, "alice", "m1")
+    assert (generation, count) == (1, len(rows) - 1)
     assert sorted(entry_ids) == sorted(r[0] for r in rows[:-1])
     by_id = dict(zip(entry_ids, matrix, strict=True))
     for entry_id, hash_ in rows[:-1]:
         np.testing.assert_array_equal(by_id[entry_id], vectors[hash_])
-    assert embed_cache.scope_vectors("alice", "m2")[1] == []
+    assert scope_vectors(embed_cache, "alice", "m2")[2] == []
+
+
+def scope_vectors(embed_cache, scope: str, model: str) -> tuple[int, int, list[str], np.ndarray]:
+    """What ``EmbeddingCache.scope_vectors`` hands its sink, batches joined."""
+    batches: list[tuple[int, int, list[str], np.ndarray]] = []
+    embed_cache.scope_vectors(scope, model, lambda *batch: batches.append(batch) or True)
+    if not batches:
+        return 0, 0, [], np.zeros((0, 0), dtype=np.float32)
+    return batches[0][0], batches[0][1], [i for b in batches for i in b[2]], np.vstack([b[3] for b in batches])
+
+
+@pytest.mark.parametrize("scan_over", [5000, 0])
+def test_a_scope_is_read_in_batches_and_a_refusing_sink_stops_the_read(storage, embed_cache, monkeypatch,
+                                                                        scan_over) -> None:
+    monkeypatch.setattr("memory.vectors.embed_cache.SCAN_VECTORS_OVER", scan_over)
+    monkeypatch.setattr("memory.vectors.embed_cache.LOAD_BATCH", 1)
+    rows = storage.db.query("SELECT id, text_hash FROM entries WHERE scope = 'alice' ORDER BY rowid")
+    with storage.db.transaction() as conn:
+        embed_cache.store_vectors(conn, "m1", {h: np.full(4, 1.0, dtype=np.float32) for _id, h in rows})
+        storage.mark_embedded(conn, [r[0] for r in rows], "m1")
+    sizes: list[int] = []
+    embed_cache.scope_vectors("alice", "m1", lambda _g, _c, ids, _v: sizes.append(len(ids)) or True)
+    assert sum(sizes) == len(rows) and max(sizes) <= 2  # an entry shares its text with at most a twin
+    refused: list[int] = []
+    embed_cache.scope_vectors("alice", "m1", lambda _g, count, ids, _v: refused.append(count) and False)
+    assert refused == [len(rows)]  # told the whole count with the first batch, and read no further
+    with storage.db.transaction() as conn:  # the snapshot was closed: writes go on
+        embed_cache.bump_generations(conn, ["alice"])
 
 
 def test_a_trigram_search_sees_a_chunk_the_filler_moves_between_its_reads(storage, keywords, monkeypatch) -> None:

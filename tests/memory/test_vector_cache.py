@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from support.files import write
 
 from memory import KNOWLEDGE_SCOPE, HashEmbedding
+from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
 
@@ -17,6 +20,15 @@ DIM = 16
 
 def unit_vectors(count: int, seed: int = 1) -> np.ndarray:
     return normalise(np.random.default_rng(seed).normal(size=(count, DIM)))
+
+
+def assert_decoded(held: np.ndarray, vectors: np.ndarray) -> None:
+    """Rows read back from a compact block are their vectors within half a code step (1/254 of
+    each row's largest component)."""
+    vectors = np.atleast_2d(vectors)
+    step = np.abs(vectors).max(axis=1, keepdims=True) / 127
+    assert held.shape == vectors.shape
+    assert np.all(np.abs(held - vectors) <= step / 2 + 1e-7)
 
 
 def brute_force(ids: list[str], vectors: np.ndarray, query: np.ndarray, limit: int) -> list[str]:
@@ -31,9 +43,17 @@ class Loader:
         self.data: dict[str, tuple[int, list[str], np.ndarray]] = {}
         self.calls: list[str] = []
 
-    def __call__(self, scope: str) -> tuple[int, list[str], np.ndarray]:
+    def __call__(self, scope: str, sink: RowSink) -> None:
         self.calls.append(scope)
-        return self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
+        generation, ids, vectors = self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
+        if ids:
+            sink(generation, len(ids), list(ids), vectors)
+
+    def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The float32 truth of ``ids`` (what SQLite gives the cache's re-score)."""
+        rows = {cid: vector for _gen, held, vectors in self.data.values() for cid, vector in zip(held, vectors, strict=True)}
+        found = [cid for cid in ids if cid in rows]
+        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), -1)
 
 
 def test_search_is_exact_across_scopes() -> None:
@@ -42,7 +62,7 @@ def test_search_is_exact_across_scopes() -> None:
     loader = Loader()
     loader.data["a"] = (3, ids[:300], vectors[:300])
     loader.data["b"] = (1, ids[300:], vectors[300:])
-    cache = VectorCache(10 * 2**20, loader)
+    cache = VectorCache(10 * 2**20, loader, loader.exact)
     for q in unit_vectors(20, seed=2):
         hits = cache.search(q, ["a", "b"], 10, {"a": 3, "b": 1})
         assert [cid for cid, _ in hits] == brute_force(ids, vectors, q, 10)
@@ -54,7 +74,7 @@ def test_a_scope_changed_elsewhere_is_reloaded() -> None:
     vectors = unit_vectors(3)
     loader = Loader()
     loader.data["a"] = (1, ["x"], vectors[:1])
-    cache = VectorCache(2**20, loader)
+    cache = VectorCache(2**20, loader, loader.exact)
     assert [cid for cid, _ in cache.search(vectors[1], ["a"], 5, {"a": 1})] == ["x"]
     loader.data["a"] = (2, ["x", "y"], vectors[:2])
     hits = cache.search(vectors[1], ["a"], 5, {"a": 2})
@@ -66,7 +86,7 @@ def test_own_changes_are_applied_in_place_and_a_missed_generation_reloads() -> N
     vectors = unit_vectors(4)
     loader = Loader()
     loader.data["a"] = (1, ["w", "x"], vectors[:2])
-    cache = VectorCache(2**20, loader)
+    cache = VectorCache(2**20, loader, loader.exact)
     cache.search(vectors[0], ["a"], 5, {"a": 1})
     cache.apply("a", 2, removed=["w"], ids=["y"], vectors=vectors[2:3])
     assert sorted(cid for cid, _ in cache.search(vectors[0], ["a"], 5, {"a": 2})) == ["x", "y"]
@@ -81,7 +101,7 @@ def test_a_rewritten_vector_replaces_the_old_one() -> None:
     block = ScopeBlock(1, ["x"], vectors[:1], DIM)
     block.upsert(["x"], vectors[1:2])
     assert len(block) == 1
-    np.testing.assert_array_equal(block.rows(["x"])[1][0], vectors[1])
+    assert_decoded(block.rows(["x"])[1], vectors[1])
 
 
 def test_rows_are_read_in_one_go_and_a_copy() -> None:
@@ -90,9 +110,9 @@ def test_rows_are_read_in_one_go_and_a_copy() -> None:
     block.remove(["b"])
     found, matrix = block.rows(["c", "b", "gone", "a"])
     assert found == ["c", "a"]
-    np.testing.assert_array_equal(matrix, vectors[[2, 0]])
+    assert_decoded(matrix, vectors[[2, 0]])
     matrix[0] = 0.0  # the caller's copy: the block keeps its row
-    np.testing.assert_array_equal(block.rows(["c"])[1][0], vectors[2])
+    assert_decoded(block.rows(["c"])[1], vectors[2])
 
 
 def test_blocks_grow_and_compact_without_losing_rows() -> None:
@@ -104,9 +124,9 @@ def test_blocks_grow_and_compact_without_losing_rows() -> None:
     block.remove(ids[:300])  # most rows gone: the block is compacted
     assert len(block) == 100
     snapshot = block.snapshot()
-    assert snapshot.matrix.shape[0] == 100 and snapshot.alive is None  # compacted: no dead rows
+    assert snapshot.codes.shape[0] == 100 and snapshot.alive is None  # compacted: no dead rows
     for cid in ids[300:]:
-        np.testing.assert_array_equal(block.rows([cid])[1][0], vectors[int(cid[1:])])
+        assert_decoded(block.rows([cid])[1], vectors[int(cid[1:])])
     assert block.rows(["c5"])[0] == []
 
 
@@ -115,7 +135,7 @@ def test_removed_rows_never_come_back_from_search() -> None:
     ids = [f"c{i}" for i in range(10)]
     loader = Loader()
     loader.data["a"] = (1, ids, vectors)
-    cache = VectorCache(2**20, loader)
+    cache = VectorCache(2**20, loader, loader.exact)
     cache.search(vectors[0], ["a"], 3, {"a": 1})
     cache.apply("a", 2, removed=ids[:9])
     assert cache.search(vectors[0], ["a"], 3, {"a": 2}) == [("c9", pytest.approx(float(vectors[9] @ vectors[0])))]
@@ -143,19 +163,25 @@ def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit
 def test_in_place_writes_never_hold_more_than_the_budget() -> None:
     """Growth by in-place writes evicts other blocks first; a block that alone outgrows the budget
     is dropped, and its scope's search returns None (the engine then asks LanceDB)."""
-    dim, budget = 256, 2**20  # a row costs 1025 bytes: 1023 fit
+    dim, budget = 1024, 2**20  # a row costs 1029 bytes (codes, scale, live flag): 1019 fit
     rng = np.random.default_rng(4)
     truth: dict[str, dict[str, np.ndarray]] = {name: {} for name in "abc"}
     gens = dict.fromkeys("abc", 0)
 
-    def load(scope: str) -> tuple[int, list[str], np.ndarray]:
+    def load(scope: str, sink: RowSink) -> None:
         ids = list(truth[scope])
-        return gens[scope], ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32).reshape(-1, dim)
+        if ids:
+            sink(gens[scope], len(ids), ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32))
 
     def vectors(count: int) -> np.ndarray:
         return normalise(rng.normal(size=(count, dim))).astype(np.float32)
 
-    cache = VectorCache(budget, load)
+    def exact(ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        rows = {cid: vector for block in truth.values() for cid, vector in block.items()}
+        found = [cid for cid in ids if cid in rows]
+        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), dim)
+
+    cache = VectorCache(budget, load, exact)
     for name in "abc":
         truth[name]["seed-" + name] = vectors(1)[0]
         gens[name] = 1
@@ -198,7 +224,7 @@ def test_a_slow_load_does_not_block_searches_of_other_scopes() -> None:
     loader = Loader()
     loader.data["small"] = (1, ["s"], vectors[:1])
     loader.data["big"] = (1, ["b"], vectors[1:2])
-    cache = VectorCache(2**20, lambda scope: (scope != "big" or release.wait(10)) and loader(scope))
+    cache = VectorCache(2**20, lambda scope, sink: (scope != "big" or release.wait(10)) and loader(scope, sink))
     cache.search(vectors[0], ["small"], 1, {"small": 1})
     slow = threading.Thread(target=cache.search, args=(vectors[0], ["big"], 1, {"big": 1}))
     slow.start()
@@ -250,7 +276,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
     """Issue 15 #13: in-place updates held 5.8 MiB against 1 MiB. Now every write leaves the cache
     within its budget, and the answers stay those of a LanceDB exact scan."""
     budget = 2**20
-    manager = make_manager(HashEmbedding(dim=1024, model_id="hash:1024"), vector_cache_mb=1, chunk_max_chars=64)
+    manager = make_manager(HashEmbedding(dim=4096, model_id="hash:4096"), vector_cache_mb=1, chunk_max_chars=64)
     write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
     write(workspace, "bob", "MEMORY.md", "- likes black coffee\n")
     manager.indexer.sync()
@@ -259,7 +285,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
     assert manager.warm(["alice", "bob"]) == 2  # the knowledge base is empty: nothing to hold
     scopes = ["alice", KNOWLEDGE_SCOPE]
     from_ram = 0
-    for day in range(1, 31):  # 10 chunks a day: 4 KiB vectors, so ~255 fit in 1 MiB
+    for day in range(1, 31):  # 10 entries a day, 4,101 bytes each in RAM, so ~255 fit in 1 MiB
         notes = [f"- day {day} note {i}: word{(day * 7 + i) % 31} word{(day + i * 3) % 17}" for i in range(10)]
         write(workspace, "alice", f"memory/2026-11-{day:02d}.md", "\n\n".join(notes) + "\n")
         if day % 3 == 0:  # and a rewrite of MEMORY.md: old chunks removed, new ones added
@@ -270,7 +296,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
         ram = cache.search(vector, scopes, 10, manager.embed_cache.generations(scopes))
         assert cache.nbytes <= budget
         if ram is None:  # alice alone outgrew the budget: searches go to LanceDB
-            assert not cache.fits(manager.retriever.vector_rows(["alice"]), 1024)
+            assert not cache.fits(manager.retriever.vector_rows(["alice"]), 4096)
             continue
         from_ram += 1
         lance = manager.vectors.search(vector, scopes, 10, exact=True)
@@ -287,7 +313,7 @@ def test_own_writes_update_the_loaded_block_without_a_reload(workspace, make_man
     manager.search("tea", "alice")
     loads: list[str] = []
     original = manager._load_scope_vectors
-    manager._load_scope_vectors = lambda scope: loads.append(scope) or original(scope)  # type: ignore[method-assign]
+    manager._load_scope_vectors = lambda scope, sink: loads.append(scope) or original(scope, sink)  # type: ignore[method-assign]
     manager.vector_cache._load = manager._load_scope_vectors  # type: ignore[union-attr]
     path = write(workspace, "alice", "MEMORY.md", "- likes black coffee\n")
     manager.indexer.sync("alice")
@@ -320,7 +346,7 @@ def test_warm_loads_the_active_scopes_and_knowledge_before_any_search(workspace,
     assert sorted(manager.vector_cache._blocks) == [KNOWLEDGE_SCOPE, "alice"]
     loads: list[str] = []
     original = manager.vector_cache._load
-    manager.vector_cache._load = lambda scope: loads.append(scope) or original(scope)
+    manager.vector_cache._load = lambda scope, sink: loads.append(scope) or original(scope, sink)
     assert manager.search("green tea", "alice")[0].vector_score is not None
     assert loads == []
 
@@ -353,8 +379,8 @@ def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
                 truth.pop(cid, None)
     assert len(block) == len(truth)
     query = pool[0]
-    got = sorted(_top(block.snapshot(), query, 10), key=lambda hit: -hit[1])
-    want = sorted(((cid, float(v @ query)) for cid, v in truth.items()), key=lambda hit: -hit[1])[:10]
-    assert [cid for cid, _ in got] == [cid for cid, _ in want]
-    for cid, vector in truth.items():
-        np.testing.assert_array_equal(block.rows([cid])[1][0], vector)
+    got = dict(_top(block.snapshot(), query, len(truth) + 5))  # every live row, none removed
+    assert got.keys() == truth.keys()
+    for cid, vector in truth.items():  # the compact scores and rows are the truth's within a code step
+        assert got[cid] == pytest.approx(float(vector @ query), abs=0.02)
+        assert_decoded(block.rows([cid])[1], vector)

@@ -1,0 +1,58 @@
+"""Vectors held in RAM in a quarter of the bytes: one signed byte a dimension and one scale a row.
+
+With a vector for every entry (:mod:`memory.index.entries`) a scope of 80k chunks holds ~800k
+vectors: 1.6 GiB as float32, beyond the default 512 MiB of ``memory.vector_cache_mb``, so its
+searches went to LanceDB's IVF_PQ index (recall@32 ≈ 0.8, 70 ms and more). Stored as int8 with a
+float32 scale per row (``v ≈ scale · code``, the row's largest component mapped to ±127), the same
+scope takes ~420 MiB and fits.
+
+Why int8 and nothing coarser: the engine asks for the 64 nearest entries, and for real (USE)
+vectors the 64th is a weak neighbour, a hair above thousands of others. Measured on 18,805 USE entry
+vectors and 100 questions (bench/README.md "Entry vectors in a quarter of the bytes"), the rank in
+a scan's order that holds all of the exact top 64 is, at the 99th percentile: 67 for these int8
+codes, 106 for 4-bit, 1,407 for 64-byte product codes and 7,594 for sign bits; an IVF partition
+probing 30% of its lists still misses 8% of them. So every row is scanned, and what makes the scan
+fast is the kernel: numpy has no int8 product (it converts to float32 first: slower than a float32
+scan), SimSIMD's int8 dot product (AVX-512 VNNI where the CPU has it) reads 4× fewer bytes.
+
+The scores are approximations (at most 0.0019 from the truth on those vectors); :class:`memory.vectors.vector_cache.VectorCache`
+re-scores the best rows on their exact float32 vectors from SQLite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simsimd
+
+#: The largest code: a row's largest component (by magnitude) maps to ±127.
+_LEVELS = 127.0
+
+
+def row_bytes(dim: int) -> int:
+    """What one row costs in RAM: its codes and its scale (the live-row flag is the block's)."""
+    return dim + 4
+
+
+def encode(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, scales)`` of float rows: int8 codes and the float32 scale that turns them back."""
+    vectors = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), dtype=np.float32)
+    scales = np.where(peak > 0, peak / _LEVELS, 1.0).astype(np.float32)
+    codes = np.rint(vectors / scales[:, None]).astype(np.int8)
+    return codes, scales
+
+
+def decode(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Float32 rows back from their codes (within half a step of the originals)."""
+    rows: np.ndarray = codes.astype(np.float32) * scales[:, None]
+    return rows
+
+
+def scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The dot product of every row with ``query``, approximately, as float64 (one pass over the codes)."""
+    if not len(codes):
+        return np.zeros(0)
+    query_codes, query_scale = encode(query.reshape(1, -1))
+    dots = np.asarray(simsimd.cdist(query_codes, codes, metric="dot"))[0]
+    result: np.ndarray = dots * scales * float(query_scale[0])
+    return result

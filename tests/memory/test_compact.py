@@ -1,0 +1,145 @@
+"""Entry vectors in RAM as int8 codes: what they cost, what they give back, and the exact re-score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from memory.vectors import compact
+from memory.vectors.embed_cache import RowSink
+from memory.vectors.embedding import normalise
+from memory.vectors.vector_cache import RESCORE, ScopeBlock, VectorCache, _top
+
+DIM = 512  # the local model's width
+
+
+def unit_vectors(count: int, seed: int) -> np.ndarray:
+    return normalise(np.random.default_rng(seed).normal(size=(count, DIM)))
+
+
+class Scopes:
+    """Scopes of entry vectors, loaded and read back exactly as SQLite would; counts the loads."""
+
+    def __init__(self, **scopes: np.ndarray) -> None:
+        self.vectors = {name: {f"{name}{i}": v for i, v in enumerate(rows)} for name, rows in scopes.items()}
+        self.loads: list[str] = []
+
+    def load(self, scope: str, sink: RowSink) -> None:
+        """In batches of 150 rows, as SQLite hands them (``LOAD_BATCH``)."""
+        self.loads.append(scope)
+        ids, vectors = list(self.vectors[scope]), np.array(list(self.vectors[scope].values()), dtype=np.float32)
+        for start in range(0, len(ids), 150):
+            if not sink(1, len(ids), ids[start : start + 150], vectors[start : start + 150]):
+                return
+
+    def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        rows = {cid: v for held in self.vectors.values() for cid, v in held.items()}
+        found = [cid for cid in ids if cid in rows]
+        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), DIM)
+
+    def brute_force(self, query: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        scored = [(cid, float(v @ query)) for name in scopes for cid, v in self.vectors[name].items()]
+        return sorted(scored, key=lambda hit: -hit[1])[:limit]
+
+
+def assert_same(hits: list[tuple[str, float]] | None, want: list[tuple[str, float]]) -> None:
+    assert hits is not None
+    assert [cid for cid, _ in hits] == [cid for cid, _ in want]
+    assert [score for _, score in hits] == pytest.approx([score for _, score in want], abs=1e-6)
+
+
+def test_a_row_costs_a_quarter_of_float32_and_comes_back_within_half_a_step() -> None:
+    vectors = unit_vectors(200, seed=1)
+    codes, scales = compact.encode(vectors)
+    assert codes.dtype == np.int8 and codes.shape == (200, DIM) and scales.dtype == np.float32
+    assert compact.row_bytes(DIM) == DIM + 4  # against 4 × 512 = 2,048 bytes as float32
+    assert np.abs(codes).max(axis=1).tolist() == [127] * 200  # each row's largest component is ±127
+    step = np.abs(vectors).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(compact.decode(codes, scales) - vectors) <= step / 2 + 1e-7)
+    zero_codes, zero_scales = compact.encode(np.zeros((1, DIM), dtype=np.float32))  # no division by zero
+    assert not zero_codes.any() and not compact.decode(zero_codes, zero_scales).any()
+
+
+def test_the_scan_is_within_a_hundredth_of_the_true_similarity() -> None:
+    vectors, query = unit_vectors(1000, seed=2), unit_vectors(1, seed=3)[0]
+    codes, scales = compact.scores(*compact.encode(vectors), query), None
+    assert scales is None and codes.shape == (1000,)
+    assert np.abs(codes - vectors @ query).max() < 0.01
+    assert compact.scores(np.zeros((0, DIM), dtype=np.int8), np.zeros(0, dtype=np.float32), query).shape == (0,)
+
+
+def test_the_best_rows_are_re_scored_on_their_exact_vectors() -> None:
+    """Near-ties (rows a hair apart around the query) are ordered wrongly by the int8 scan; the
+    hits come back in the exact order with the exact float32 similarities."""
+    rng = np.random.default_rng(4)
+    base = unit_vectors(1, seed=5)[0]
+    near = normalise(base + rng.normal(scale=0.02, size=(300, DIM)))
+    scopes = Scopes(a=near, b=unit_vectors(300, seed=6))
+    cache = VectorCache(10 * 2**20, scopes.load, scopes.exact)
+    rough = VectorCache(10 * 2**20, scopes.load)  # no exact re-score: the compact scores stand
+    gens = {"a": 1, "b": 1}
+    swapped = 0
+    for query in normalise(base + rng.normal(scale=0.05, size=(10, DIM))):
+        hits = cache.search(query, ["a", "b"], 8, gens)
+        assert hits is not None
+        truth = dict(scopes.brute_force(query, ["a", "b"], 600))
+        assert [score for _, score in hits] == pytest.approx([truth[cid] for cid, _ in hits], abs=1e-6)
+        assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
+        assert [cid for cid, _ in hits] == [cid for cid, _ in scopes.brute_force(query, ["a", "b"], 8)]
+        approximate = rough.search(query, ["a", "b"], 8, gens)
+        assert approximate is not None
+        swapped += [cid for cid, _ in approximate] != [cid for cid, _ in hits]
+        assert max(abs(score - truth[cid]) for cid, score in approximate) > 1e-5  # it is an approximation
+    assert swapped  # the scan alone would have put some near-ties in the wrong order
+
+
+def test_the_scan_passes_rescore_times_the_hits_to_the_exact_read() -> None:
+    asked: list[int] = []
+    scopes = Scopes(a=unit_vectors(500, seed=7))
+
+    def exact(ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        asked.append(len(ids))
+        return scopes.exact(ids)
+
+    cache = VectorCache(10 * 2**20, scopes.load, exact)
+    assert cache.search(unit_vectors(1, seed=8)[0], ["a"], 10, {"a": 1}) is not None
+    assert asked == [10 * RESCORE]  # one SQLite read a search, of the scan's best
+
+
+def test_compact_bytes_are_what_the_budget_counts() -> None:
+    """1,000 vectors of 512 floats: 2 MB as float32, 517 kB compact; a 600 KiB cache holds them."""
+    scopes = Scopes(a=unit_vectors(1000, seed=9))
+    budget = 600 * 1024
+    cache = VectorCache(budget, scopes.load, scopes.exact)
+    assert cache.fits(1000, DIM) and not cache.fits(1000 * 2048 // (DIM + 5), DIM)
+    query = unit_vectors(1, seed=10)[0]
+    assert cache.search(query, ["a"], 5, {"a": 1}) is not None
+    assert cache.nbytes == 1000 * (DIM + 4 + 1)  # int8 codes, a float32 scale and a live flag a row
+    assert cache.nbytes <= budget
+    block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
+    assert block.nbytes == 64 * (DIM + 5)  # an empty block's capacity counts too
+
+
+def test_a_scope_evicted_for_another_is_reloaded_with_the_same_answers() -> None:
+    scopes = Scopes(a=unit_vectors(400, seed=11), b=unit_vectors(400, seed=12))
+    budget = 400 * (DIM + 5)  # one scope at a time
+    cache = VectorCache(budget, scopes.load, scopes.exact)
+    gens = {"a": 1, "b": 1}
+    query = unit_vectors(1, seed=13)[0]
+    first = cache.search(query, ["a"], 10, gens)
+    assert_same(first, scopes.brute_force(query, ["a"], 10))
+    assert_same(cache.search(query, ["b"], 10, gens), scopes.brute_force(query, ["b"], 10))
+    assert list(cache._blocks) == ["b"] and cache.nbytes <= budget  # a went to make room
+    assert cache.search(query, ["a"], 10, gens) == first
+    assert scopes.loads == ["a", "b", "a"]
+    assert not cache.fits(800, DIM)  # both at once do not fit: the engine asks LanceDB for them
+
+
+def test_removed_rows_are_never_scanned() -> None:
+    vectors = unit_vectors(100, seed=14)
+    block = ScopeBlock(1, [f"c{i}" for i in range(100)], vectors, DIM)
+    block.remove([f"c{i}" for i in range(0, 100, 3)])
+    hits = _top(block.snapshot(), vectors[3], 100)
+    assert len(hits) == 66 and "c3" not in dict(hits)
