@@ -33,18 +33,35 @@ def last_user(body: dict[str, Any]) -> str:
     return user_text([m for m in body["messages"] if m["role"] == "user"][-1])
 
 
+def system(body: dict[str, Any]) -> str:
+    return str(body["messages"][0]["content"])
+
+
 def responder() -> Any:
-    """Each description and each document summary differs from the one before (as a model's do)."""
-    looks = itertools.count(1)
+    """Each description differs from the one before, and each document summary (as a model's do).
+    Each kind counts on its own: the photo's first description is look 1 whichever chat's media
+    reaches the model first, so a "look 2" can only be the photo described again."""
+    looks, takes = itertools.count(1), itertools.count(1)
 
     def respond(body: dict[str, Any]) -> str:
-        system = body["messages"][0]["content"]
-        if system == DESCRIBE:
+        if system(body) == DESCRIBE:
             return f"a red bicycle, look {next(looks)}"
-        if system == SUMMARIZE:
-            return f"a gardening plan, take {next(looks)}"
+        if system(body) == SUMMARIZE:
+            return f"a gardening plan, take {next(takes)}"
         return "re: " + last_user(body)
     return respond
+
+
+def asked_in_order(fake_llm: Any, first: str, then: str) -> asyncio.Task[None]:
+    """The model's first request with system prompt ``then`` is held until one with ``first`` has
+    arrived: the two chats' media reach the model in that order (they are prepared in parallel)."""
+    arrived = asyncio.Event()
+    fake_llm.hold_first(lambda body: system(body) == then, release=arrived)
+
+    async def release() -> None:
+        await fake_llm.wait_for_chat(lambda body: system(body) == first)
+        arrived.set()
+    return asyncio.create_task(release())
 
 
 def chats_in_one_shard() -> tuple[int, int]:
@@ -65,13 +82,16 @@ def notes(root: Path, chat: int) -> list[str]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("first, then", [(DESCRIBE, SUMMARIZE), (SUMMARIZE, DESCRIBE)],
+                         ids=["photo-described-first", "document-summarised-first"])
 async def test_a_photo_and_a_document_redelivered_after_a_kill_are_answered_once(
-        tmp_path, redis_server, redis, fake_llm, fake_telegram) -> None:
+        tmp_path, redis_server, redis, fake_llm, fake_telegram, first, then) -> None:
     fake_llm.responder = responder()
+    ordering = asked_in_order(fake_llm, first, then)
     photo_chat, file_chat = chats_in_one_shard()
-    photo_held = fake_llm.hold_first(lambda body: body["messages"][0]["content"] not in (DESCRIBE, SUMMARIZE)
+    photo_held = fake_llm.hold_first(lambda body: system(body) not in (DESCRIBE, SUMMARIZE)
                                      and "[photo:" in last_user(body))
-    file_held = fake_llm.hold_first(lambda body: body["messages"][0]["content"] not in (DESCRIBE, SUMMARIZE)
+    file_held = fake_llm.hold_first(lambda body: system(body) not in (DESCRIBE, SUMMARIZE)
                                     and "[file plan.md" in last_user(body))
     config = cluster_config(tmp_path, redis_url=redis_server.url, llm_url=fake_llm.base_url,
                             telegram_url=fake_telegram.base_url, shards=SHARDS, lease_ttl_s=2.0,
@@ -100,11 +120,14 @@ async def test_a_photo_and_a_document_redelivered_after_a_kill_are_answered_once
         await wait_all(roles, lambda: len(sent(photo_chat)) == 2 and len(sent(file_chat)) == 2, "the next answers")
         assert survivor.shards == {0, 1}
     finally:
+        ordering.cancel()
         for role in roles:
             await role.stop()
+    assert [system(body) for body in fake_llm.requests].count(DESCRIBE) == 1
+    assert [system(body) for body in fake_llm.requests].count(SUMMARIZE) == 1
     assert sent(photo_chat) == ["re: [photo: a red bicycle, look 1]\nwhat is this?", "re: thanks"]
     [file_answer, _thanks] = sent(file_chat)
-    assert file_answer.startswith("re: [file plan.md, saved to memory: a gardening plan, take")
+    assert file_answer.startswith("re: [file plan.md, saved to memory: a gardening plan, take 1")
     assert file_answer.endswith("keep this please")
     assert len(notes(tmp_path / "cluster", file_chat)) == 1
 
