@@ -126,8 +126,7 @@ def _transcripts(entries: list[Entry], lines: list[str], start_line: int) -> lis
     run: list[Entry] = []
 
     def close() -> None:
-        speakers = [_speaker(entry) for entry in run]
-        if len(run) >= MIN_TURNS and len(set(speakers)) >= 2 and len(set(speakers)) < len(speakers):
+        if _is_conversation([_speaker(entry.text) for entry in run]):
             first, last = run[0], run[-1]
             text = "\n".join(lines[first.start_line - start_line : last.end_line - start_line + 1])
             joined.append(Entry(first.start_line, last.end_line, text))
@@ -139,7 +138,7 @@ def _transcripts(entries: list[Entry], lines: list[str], start_line: int) -> lis
         adjacent = bool(run) and all(not line.strip() for line in lines[run[-1].end_line - start_line + 1 : entry.start_line - start_line])
         if run and not adjacent:
             close()
-        if _speaker(entry) is None:
+        if _speaker(entry.text) is None:
             close()
             joined.append(entry)
         else:
@@ -151,14 +150,20 @@ def _transcripts(entries: list[Entry], lines: list[str], start_line: int) -> lis
 def turn_offsets(text: str) -> list[int]:
     """The offsets of the turn lines of an entry's ``text`` when it is a stretch of conversation
     (see the module doc), else ``[]``: such an entry is shown by its turn that matches, not whole."""
-    lines = text.split("\n")
-    turns = [i for i, line in enumerate(lines) if _TURN_RE.match(line)]
-    return turns if len(turns) >= MIN_TURNS else []
+    turns = [(i, speaker) for i, line in enumerate(text.split("\n")) if (speaker := _speaker(line)) is not None]
+    return [i for i, _ in turns] if _is_conversation([speaker for _, speaker in turns]) else []
 
 
-def _speaker(entry: Entry) -> str | None:
+def _is_conversation(speakers: Sequence[str | None]) -> bool:
+    """Whether turns by ``speakers`` in a row are a stretch of conversation: at least
+    :data:`MIN_TURNS` turns, by two or more speakers, one of them speaking twice."""
+    named = set(speakers)
+    return len(speakers) >= MIN_TURNS and None not in named and 2 <= len(named) < len(speakers)
+
+
+def _speaker(line: str) -> str | None:
     """Who says a turn line (``- Caroline: …``, ``- [D1:3] Caroline: …``, ``- 14:02 user: …``), else None."""
-    match = _TURN_RE.match(entry.text)
+    match = _TURN_RE.match(line)
     if match is None or len(match[1].split()) > 3:
         return None
     return match[1].strip().casefold()
