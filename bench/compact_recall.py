@@ -6,8 +6,8 @@
 workspace ``bench_sync_ab.py`` syncs (18,805 entry vectors). Questions: 60 of ``make_queries``
 (English, 2-char CJK, mixed) and the first 200 characters of 40 chunk texts, embedded with the
 local model. For K = 32 and 64 (the engine asks for ``candidates × 2`` = 64 entries): recall@K of
-the scan's best K × RESCORE re-scored exactly (what :class:`memory.vectors.vector_cache.VectorCache`
-returns), the rank in the scan's order that holds all of the exact top K, and the scan's largest
+the scan's best K (what :class:`memory.vectors.vector_cache.VectorCache` returns; the same set as its
+best K re-scored exactly) and of its best 2 × K re-scored exactly (what it returned before), the rank in the scan's order that holds all of the exact top K, and the scan's largest
 error. ``--rows N``: the scan's cost (median of 7, wall and CPU) over N random rows, float32 with
 numpy against int8 with SimSIMD. ``--others`` (needs ``pip install faiss-cpu``, not a dependency):
 the same rank for coarser codes (4-bit and 6-bit scalar, 64-byte product codes, sign bits) and the

@@ -31,7 +31,6 @@ from .vectors.embed_cache import EmbeddingCache, RowSink
 from .vectors.embedding import EmbeddingProvider
 
 if TYPE_CHECKING:  # the search side (numpy, LanceDB) is imported when first used: see _search_side
-    import numpy as np
 
     from .retrieval.engine import Retriever
     from .retrieval.recall import Recalled
@@ -119,7 +118,7 @@ class MemoryManager:
             vectors = LanceDBBackend(settings.vectors.uri or self.workspace.vectors_dir, embedder.model_id,
                                      storage_options=settings.vectors.storage_options,
                                      ann_threshold=settings.ann_threshold, ram_bytes=settings.vector_cache_mb * 2**20)
-        cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors, self._exact_vectors)
+        cache = (VectorCache(settings.vector_cache_mb * 2**20, self._load_scope_vectors)
                  if vectors is not None and settings.vector_cache_mb > 0 else None)
         from .retrieval.rerank import make_reranker
 
@@ -146,11 +145,6 @@ class MemoryManager:
         """The vector cache's loader: a scope's entry vectors from SQLite, in batches to ``sink``."""
         assert self.embedder is not None
         self.embed_cache.scope_vectors(scope, self.embedder.model_id, sink)
-
-    def _exact_vectors(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        """The vector cache's exact re-score: entries' float32 vectors, from SQLite."""
-        assert self.embedder is not None
-        return self.embed_cache.entry_vectors(ids, self.embedder.model_id)
 
     # ================================================================= search
     def search(

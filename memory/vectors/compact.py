@@ -15,8 +15,8 @@ probing 30% of its lists still misses 8% of them. So every row is scanned, and w
 fast is the kernel: numpy has no int8 product (it converts to float32 first: slower than a float32
 scan), SimSIMD's int8 dot product (AVX-512 VNNI where the CPU has it) reads 4× fewer bytes.
 
-The scores are approximations (at most 0.0019 from the truth on those vectors); :class:`memory.vectors.vector_cache.VectorCache`
-re-scores the best rows on their exact float32 vectors from SQLite.
+The scores are approximations (at most 0.0019 from the truth on those vectors), and they are the
+search's similarities (:class:`memory.vectors.vector_cache.VectorCache`): they swap only near-ties.
 """
 
 from __future__ import annotations

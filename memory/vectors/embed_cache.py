@@ -188,21 +188,6 @@ class EmbeddingCache:
             if ids:
                 sink(generation, count, ids, _matrix(blobs))
 
-    def entry_vectors(self, ids: Sequence[str], model: str) -> tuple[list[str], np.ndarray]:
-        """The float32 vectors of entries ``ids`` embedded with ``model`` (those found, in one read):
-        the exact re-score of what the compact in-RAM scan found best."""
-        import numpy as np
-
-        # by the entries' ids, then the cache's key: filtering on ``entries.vec_model`` let SQLite pick
-        # that column's index and walk every entry of the model (600 ms at 750k entries, not 2)
-        sql = ("SELECT e.id, c.vector FROM entries e JOIN embed_cache c ON c.model = ? AND"
-               " c.text_hash = e.text_hash WHERE e.id IN ({marks})")
-        rows = list(rows_in(self.db.query, sql, ids, before=(model,)))
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        rows = [row for row in rows if len(row[1]) == len(rows[0][1])]
-        return [row[0] for row in rows], _matrix([row[1] for row in rows])
-
     @staticmethod
     def _vector_blobs(conn: sqlite3.Connection, model: str, hashes: Mapping[str, object]) -> Iterator[tuple[str, bytes]]:
         """(text hash, vector blob) of ``hashes`` cached for ``model``, one at a time."""

@@ -4,9 +4,9 @@ LanceDB pays ~6 ms per query before doing any work, scans an 80k-vector scope in
 IVF_PQ index trades recall for speed (recall@32 ≈ 0.8 at 100k). A contiguous block per scope
 answers with one pass over its rows. Rows are held as int8 codes with a scale each
 (:mod:`.compact`: a quarter of float32's bytes, so a scope of ~800k entry vectors fits the default
-512 MiB), and the best ``limit × RESCORE`` of the scan are re-scored on their exact float32
-vectors (read from SQLite by ``exact``), so the hits and their similarities are those of an exact
-search but for a rare swap at the last places. The scopes a search needs are served from RAM while
+512 MiB), and the scan's similarities are the search's: within 0.002 of the exact ones, which moves
+only near-ties (an exact re-score of the best rows from SQLite cost a fifth of a search and changed
+3 of 1,520 LoCoMo ranks, each a tie within 0.0002: bench/README.md). The scopes a search needs are served from RAM while
 they fit in ``memory.vector_cache_mb``; LanceDB stays the durable vector store and serves what does
 not fit.
 
@@ -38,13 +38,8 @@ from .embed_cache import RowSink
 ScopeLoader = Callable[[str, RowSink], None]
 """``load(scope, sink)``: the scope's vectors handed to ``sink`` in batches of one consistent
 snapshot (:meth:`memory.vectors.embed_cache.EmbeddingCache.scope_vectors`)."""
-ExactVectors = Callable[[Sequence[str]], tuple[list[str], np.ndarray]]
-"""``exact(entry ids) -> (ids found, their float32 vectors)``: the truth the scan's best are re-scored on."""
 
 _MIN_CAPACITY = 64
-#: How many rows per hit wanted the compact scan passes to the exact re-score: the 64th nearest
-#: entry of a real scope is a weak neighbour, and int8 may rank it a few places lower.
-RESCORE = 2
 
 
 def _row_bytes(dim: int) -> int:
@@ -183,11 +178,9 @@ def _top(snapshot: _Snapshot, query: np.ndarray, limit: int) -> list[tuple[str, 
 class VectorCache:
     """Per-scope blocks under one memory budget, least recently used evicted first."""
 
-    def __init__(self, budget_bytes: int, load: ScopeLoader, exact: ExactVectors | None = None) -> None:
-        """``exact``: where the scan's best rows are re-scored; without it the compact scores stand."""
+    def __init__(self, budget_bytes: int, load: ScopeLoader) -> None:
         self.budget_bytes = budget_bytes
         self._load = load
-        self._exact = exact
         self._blocks: OrderedDict[str, ScopeBlock] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -204,9 +197,8 @@ class VectorCache:
     def search(
         self, query: np.ndarray, scopes: Sequence[str], limit: int, generations: Mapping[str, int]
     ) -> list[tuple[str, float]] | None:
-        """(entry id, cosine) best first over ``scopes``, or None when they do not fit in the budget.
-
-        The best ``limit × RESCORE`` by the compact scan are re-scored exactly (``exact``)."""
+        """(entry id, cosine by the compact scan) best first over ``scopes``, or None when they do not
+        fit in the budget."""
         query = np.asarray(query, dtype=np.float32)
         snapshots = []
         for scope in scopes:
@@ -214,23 +206,10 @@ class VectorCache:
             if block is None:
                 return None
             with self._lock:
-                snapshots.append((scope, block.snapshot()))
-        wanted = limit * RESCORE
-        scanned = sorted(((scope, cid, score) for scope, snapshot in snapshots
-                          for cid, score in _top(snapshot, query, wanted)), key=lambda hit: -hit[2])[:wanted]
-        hits = self._rescored(scanned, query)
+                snapshots.append(block.snapshot())
+        hits = [hit for snapshot in snapshots for hit in _top(snapshot, query, limit)]
         hits.sort(key=lambda hit: -hit[1])
         return hits[:limit]
-
-    def _rescored(self, scanned: list[tuple[str, str, float]], query: np.ndarray) -> list[tuple[str, float]]:
-        """The scan's (scope, id, score) with the exact similarity of each row ``exact`` finds (the
-        others keep their compact score)."""
-        exact: dict[str, float] = {}
-        if self._exact is not None and scanned:
-            found, vectors = self._exact([cid for _, cid, _ in scanned])
-            if found:
-                exact = dict(zip(found, (vectors @ query).tolist(), strict=True))
-        return [(cid, exact.get(cid, score)) for _, cid, score in scanned]
 
     def preload(self, scope: str, generation: int) -> bool:
         """Load ``scope``'s block now (if stale or absent), so that its first search is fast.

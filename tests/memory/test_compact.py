@@ -1,16 +1,15 @@
-"""Entry vectors in RAM as int8 codes: what they cost, what they give back, and the exact re-score."""
+"""Entry vectors in RAM as int8 codes: what they cost, what they give back, and how near the scan is."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
-import pytest
 
 from memory.vectors import compact
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
-from memory.vectors.vector_cache import RESCORE, ScopeBlock, VectorCache, _top
+from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
 
 DIM = 512  # the local model's width
 
@@ -34,20 +33,23 @@ class Scopes:
             if not sink(1, len(ids), ids[start : start + 150], vectors[start : start + 150]):
                 return
 
-    def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        rows = {cid: v for held in self.vectors.values() for cid, v in held.items()}
-        found = [cid for cid in ids if cid in rows]
-        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), DIM)
-
     def brute_force(self, query: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
         scored = [(cid, float(v @ query)) for name in scopes for cid, v in self.vectors[name].items()]
         return sorted(scored, key=lambda hit: -hit[1])[:limit]
 
 
-def assert_same(hits: list[tuple[str, float]] | None, want: list[tuple[str, float]]) -> None:
-    assert hits is not None
-    assert [cid for cid, _ in hits] == [cid for cid, _ in want]
-    assert [score for _, score in hits] == pytest.approx([score for _, score in want], abs=1e-6)
+#: The most an int8 scan's similarity is off for these 512-wide unit rows (measured: 0.0019 on real ones).
+SCAN_ERROR = 0.002
+
+
+def assert_nearest(hits: list[tuple[str, float]] | None, truth: dict[str, float], limit: int) -> None:
+    """``hits`` are the ``limit`` nearest of ``truth`` (every row's exact similarity) up to near-ties:
+    best first, each within :data:`SCAN_ERROR` of its truth, none left out nearer by more than that."""
+    assert hits is not None and len(hits) == min(limit, len(truth))
+    assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
+    assert max(abs(score - truth[cid]) for cid, score in hits) < SCAN_ERROR
+    weakest = min(truth[cid] for cid, _ in hits)
+    assert all(score < weakest + 2 * SCAN_ERROR for cid, score in truth.items() if cid not in dict(hits))
 
 
 def test_a_row_costs_a_quarter_of_float32_and_comes_back_within_half_a_step() -> None:
@@ -70,49 +72,30 @@ def test_the_scan_is_within_a_hundredth_of_the_true_similarity() -> None:
     assert compact.scores(np.zeros((0, DIM), dtype=np.int8), np.zeros(0, dtype=np.float32), query).shape == (0,)
 
 
-def test_the_best_rows_are_re_scored_on_their_exact_vectors() -> None:
-    """Near-ties (rows a hair apart around the query) are ordered wrongly by the int8 scan; the
-    hits come back in the exact order with the exact float32 similarities."""
+def test_the_scan_swaps_only_near_ties() -> None:
+    """Rows a hair apart around the query may come in another order than the exact one, but every
+    hit's similarity is within 0.002 of its truth (the search's figure: no SQLite read), and no row
+    left out is nearer than the last hit by more than that."""
     rng = np.random.default_rng(4)
     base = unit_vectors(1, seed=5)[0]
     near = normalise(base + rng.normal(scale=0.02, size=(300, DIM)))
     scopes = Scopes(a=near, b=unit_vectors(300, seed=6))
-    cache = VectorCache(10 * 2**20, scopes.load, scopes.exact)
-    rough = VectorCache(10 * 2**20, scopes.load)  # no exact re-score: the compact scores stand
-    gens = {"a": 1, "b": 1}
+    cache = VectorCache(10 * 2**20, scopes.load)
     swapped = 0
     for query in normalise(base + rng.normal(scale=0.05, size=(10, DIM))):
-        hits = cache.search(query, ["a", "b"], 8, gens)
-        assert hits is not None
+        hits = cache.search(query, ["a", "b"], 8, {"a": 1, "b": 1})
         truth = dict(scopes.brute_force(query, ["a", "b"], 600))
-        assert [score for _, score in hits] == pytest.approx([truth[cid] for cid, _ in hits], abs=1e-6)
-        assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
-        assert [cid for cid, _ in hits] == [cid for cid, _ in scopes.brute_force(query, ["a", "b"], 8)]
-        approximate = rough.search(query, ["a", "b"], 8, gens)
-        assert approximate is not None
-        swapped += [cid for cid, _ in approximate] != [cid for cid, _ in hits]
-        assert max(abs(score - truth[cid]) for cid, score in approximate) > 1e-5  # it is an approximation
-    assert swapped  # the scan alone would have put some near-ties in the wrong order
-
-
-def test_the_scan_passes_rescore_times_the_hits_to_the_exact_read() -> None:
-    asked: list[int] = []
-    scopes = Scopes(a=unit_vectors(500, seed=7))
-
-    def exact(ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        asked.append(len(ids))
-        return scopes.exact(ids)
-
-    cache = VectorCache(10 * 2**20, scopes.load, exact)
-    assert cache.search(unit_vectors(1, seed=8)[0], ["a"], 10, {"a": 1}) is not None
-    assert asked == [10 * RESCORE]  # one SQLite read a search, of the scan's best
+        assert_nearest(hits, truth, 8)
+        assert hits is not None and max(abs(score - truth[cid]) for cid, score in hits) > 1e-5  # an approximation
+        swapped += [cid for cid, _ in hits] != [cid for cid, _ in scopes.brute_force(query, ["a", "b"], 8)]
+    assert swapped  # these near-ties are where int8 and float32 part
 
 
 def test_compact_bytes_are_what_the_budget_counts() -> None:
     """1,000 vectors of 512 floats: 2 MB as float32, 517 kB compact; a 600 KiB cache holds them."""
     scopes = Scopes(a=unit_vectors(1000, seed=9))
     budget = 600 * 1024
-    cache = VectorCache(budget, scopes.load, scopes.exact)
+    cache = VectorCache(budget, scopes.load)
     assert cache.fits(1000, DIM) and not cache.fits(1000 * 2048 // (DIM + 5), DIM)
     query = unit_vectors(1, seed=10)[0]
     assert cache.search(query, ["a"], 5, {"a": 1}) is not None
@@ -125,12 +108,12 @@ def test_compact_bytes_are_what_the_budget_counts() -> None:
 def test_a_scope_evicted_for_another_is_reloaded_with_the_same_answers() -> None:
     scopes = Scopes(a=unit_vectors(400, seed=11), b=unit_vectors(400, seed=12))
     budget = 400 * (DIM + 5)  # one scope at a time
-    cache = VectorCache(budget, scopes.load, scopes.exact)
+    cache = VectorCache(budget, scopes.load)
     gens = {"a": 1, "b": 1}
     query = unit_vectors(1, seed=13)[0]
     first = cache.search(query, ["a"], 10, gens)
-    assert_same(first, scopes.brute_force(query, ["a"], 10))
-    assert_same(cache.search(query, ["b"], 10, gens), scopes.brute_force(query, ["b"], 10))
+    assert_nearest(first, dict(scopes.brute_force(query, ["a"], 400)), 10)
+    assert_nearest(cache.search(query, ["b"], 10, gens), dict(scopes.brute_force(query, ["b"], 400)), 10)
     assert list(cache._blocks) == ["b"] and cache.nbytes <= budget  # a went to make room
     assert cache.search(query, ["a"], 10, gens) == first
     assert scopes.loads == ["a", "b", "a"]

@@ -1,8 +1,6 @@
-"""The in-memory exact vector search: blocks, budget, generations, and the manager that uses it."""
+"""The in-memory vector search: blocks, budget, generations, and the manager that uses it."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -36,6 +34,24 @@ def brute_force(ids: list[str], vectors: np.ndarray, query: np.ndarray, limit: i
     return [ids[i] for i in order[:limit]]
 
 
+#: How far an int8 scan's similarity may be from the truth (for the 16-wide rows here, and the hash
+#: embedder's): only rows this close can swap places.
+SCAN_ERROR = 0.02
+
+
+def assert_nearest(hits: list[tuple[str, float]] | None, ids: list[str], vectors: np.ndarray, query: np.ndarray,
+                   limit: int) -> None:
+    """``hits`` are the ``limit`` nearest rows, best first, up to near-ties: each similarity within
+    :data:`SCAN_ERROR` of its truth, and every row left out no nearer than the last hit by more."""
+    assert hits is not None and len(hits) == min(limit, len(ids))
+    truth = dict(zip(ids, (vectors @ query).tolist(), strict=True))
+    assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
+    assert all(abs(score - truth[cid]) <= SCAN_ERROR for cid, score in hits)
+    held = {cid for cid, _ in hits}
+    weakest = min(truth[cid] for cid in held)
+    assert all(score <= weakest + 2 * SCAN_ERROR for cid, score in truth.items() if cid not in held)
+
+
 class Loader:
     """A scope loader over plain dicts that counts its calls."""
 
@@ -49,24 +65,16 @@ class Loader:
         if ids:
             sink(generation, len(ids), list(ids), vectors)
 
-    def exact(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        """The float32 truth of ``ids`` (what SQLite gives the cache's re-score)."""
-        rows = {cid: vector for _gen, held, vectors in self.data.values() for cid, vector in zip(held, vectors, strict=True)}
-        found = [cid for cid in ids if cid in rows]
-        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), -1)
 
-
-def test_search_is_exact_across_scopes() -> None:
+def test_search_finds_the_nearest_across_scopes() -> None:
     vectors = unit_vectors(500)
     ids = [f"c{i}" for i in range(500)]
     loader = Loader()
     loader.data["a"] = (3, ids[:300], vectors[:300])
     loader.data["b"] = (1, ids[300:], vectors[300:])
-    cache = VectorCache(10 * 2**20, loader, loader.exact)
+    cache = VectorCache(10 * 2**20, loader)
     for q in unit_vectors(20, seed=2):
-        hits = cache.search(q, ["a", "b"], 10, {"a": 3, "b": 1})
-        assert [cid for cid, _ in hits] == brute_force(ids, vectors, q, 10)
-        assert hits[0][1] == pytest.approx(float(vectors[int(hits[0][0][1:])] @ q), abs=1e-6)
+        assert_nearest(cache.search(q, ["a", "b"], 10, {"a": 3, "b": 1}), ids, vectors, q, 10)
     assert loader.calls == ["a", "b"]  # loaded once, then served from memory
 
 
@@ -74,7 +82,7 @@ def test_a_scope_changed_elsewhere_is_reloaded() -> None:
     vectors = unit_vectors(3)
     loader = Loader()
     loader.data["a"] = (1, ["x"], vectors[:1])
-    cache = VectorCache(2**20, loader, loader.exact)
+    cache = VectorCache(2**20, loader)
     assert [cid for cid, _ in cache.search(vectors[1], ["a"], 5, {"a": 1})] == ["x"]
     loader.data["a"] = (2, ["x", "y"], vectors[:2])
     hits = cache.search(vectors[1], ["a"], 5, {"a": 2})
@@ -86,7 +94,7 @@ def test_own_changes_are_applied_in_place_and_a_missed_generation_reloads() -> N
     vectors = unit_vectors(4)
     loader = Loader()
     loader.data["a"] = (1, ["w", "x"], vectors[:2])
-    cache = VectorCache(2**20, loader, loader.exact)
+    cache = VectorCache(2**20, loader)
     cache.search(vectors[0], ["a"], 5, {"a": 1})
     cache.apply("a", 2, removed=["w"], ids=["y"], vectors=vectors[2:3])
     assert sorted(cid for cid, _ in cache.search(vectors[0], ["a"], 5, {"a": 2})) == ["x", "y"]
@@ -135,10 +143,11 @@ def test_removed_rows_never_come_back_from_search() -> None:
     ids = [f"c{i}" for i in range(10)]
     loader = Loader()
     loader.data["a"] = (1, ids, vectors)
-    cache = VectorCache(2**20, loader, loader.exact)
+    cache = VectorCache(2**20, loader)
     cache.search(vectors[0], ["a"], 3, {"a": 1})
     cache.apply("a", 2, removed=ids[:9])
-    assert cache.search(vectors[0], ["a"], 3, {"a": 2}) == [("c9", pytest.approx(float(vectors[9] @ vectors[0])))]
+    assert cache.search(vectors[0], ["a"], 3, {"a": 2}) == [("c9", pytest.approx(float(vectors[9] @ vectors[0]),
+                                                                                abs=SCAN_ERROR))]
 
 
 def test_budget_evicts_the_least_recently_used_scope_and_refuses_what_cannot_fit() -> None:
@@ -176,12 +185,7 @@ def test_in_place_writes_never_hold_more_than_the_budget() -> None:
     def vectors(count: int) -> np.ndarray:
         return normalise(rng.normal(size=(count, dim))).astype(np.float32)
 
-    def exact(ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        rows = {cid: vector for block in truth.values() for cid, vector in block.items()}
-        found = [cid for cid in ids if cid in rows]
-        return found, np.array([rows[cid] for cid in found], dtype=np.float32).reshape(len(found), dim)
-
-    cache = VectorCache(budget, load, exact)
+    cache = VectorCache(budget, load)
     for name in "abc":
         truth[name]["seed-" + name] = vectors(1)[0]
         gens[name] = 1
@@ -211,7 +215,7 @@ def test_in_place_writes_never_hold_more_than_the_budget() -> None:
                 assert any(not cache.fits(len(truth[name]), dim) for name in scopes)
                 fell_back += 1
                 continue
-            assert [cid for cid, _ in hits] == brute_force(list(rows), np.array(list(rows.values())), query, 10)
+            assert_nearest(hits, list(rows), np.array(list(rows.values())), query, 10)
     assert evicted and fell_back  # both paths ran: other blocks evicted, then "a" too big on its own
     assert not cache.fits(len(truth["a"]), dim) and "a" not in cache._blocks
 
@@ -251,13 +255,13 @@ def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> N
         vector = manager.retriever._query_vector(query)
         from_ram = manager.vector_cache.search(vector, scopes, 20, manager.embed_cache.generations(scopes))
         from_lance = manager.vectors.search(vector, scopes, 20, exact=True)
-        # the same similarities in the same order; ids may swap only among equal scores
-        assert [s for _, s in from_ram] == pytest.approx([s for _, s in from_lance], abs=1e-5)
+        # the k-th similarity within the scan's error of the exact k-th; ids may swap only among near-ties
+        assert [s for _, s in from_ram] == pytest.approx([s for _, s in from_lance], abs=SCAN_ERROR)
         lance_scores = dict(from_lance)
-        cutoff = from_lance[-1][1] + 1e-5  # below it, equal scores may be cut either way
+        cutoff = from_lance[-1][1] + 2 * SCAN_ERROR  # below it, near-equal scores may be cut either way
         above = [cid for cid, score in from_ram if score > cutoff]
         assert len(above) >= 5
-        assert all(abs(dict(from_ram)[cid] - lance_scores[cid]) < 1e-5 for cid in above)
+        assert all(abs(dict(from_ram)[cid] - lance_scores[cid]) < SCAN_ERROR for cid in above)
         assert all(cid.startswith("alice") or "bob" not in cid for cid, _ in from_ram)
 
 
@@ -300,7 +304,7 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
             continue
         from_ram += 1
         lance = manager.vectors.search(vector, scopes, 10, exact=True)
-        assert [s for _, s in ram] == pytest.approx([s for _, s in lance], abs=1e-5)
+        assert [s for _, s in ram] == pytest.approx([s for _, s in lance], abs=SCAN_ERROR)
         assert {cid for cid, _ in ram} <= {cid for cid, _ in manager.vectors.search(vector, scopes, 40, exact=True)}
     assert from_ram and "alice" not in cache._blocks  # first from RAM, then too big for it
     [hit] = [r for r in manager.search("day 30 note 4", "alice", auto_sync=False) if "note 4:" in r.text][:1]
