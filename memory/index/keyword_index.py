@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .database import rows_in
 from .keyword import KeywordQuery, bm25_to_score, build_query, common_tokens, has_cjk, segment
-from .storage import CHUNK_COLUMNS, KEYWORD_INDEXES, IndexStorage, StoredChunk, scope_tag, stored_chunk
+from .storage import CHUNK_COLUMNS, CHUNK_WIDTH, KEYWORD_INDEXES, IndexStorage, StoredChunk, scope_tag, stored_chunk
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ def _ranked(rows: Sequence[Sequence[object]]) -> list[KeywordHit]:
     """Hits from rows whose last column is a bm25() rank, ordered best first."""
     if not rows:
         return []
-    best = min(float(row[7]) for row in rows)  # type: ignore[arg-type]
-    return [KeywordHit(stored_chunk(row), bm25_to_score(float(row[7]), best)) for row in rows]  # type: ignore[arg-type]
+    best = min(float(row[CHUNK_WIDTH]) for row in rows)  # type: ignore[arg-type]
+    return [KeywordHit(stored_chunk(row), bm25_to_score(float(row[CHUNK_WIDTH]), best)) for row in rows]  # type: ignore[arg-type]
 
 
 class KeywordIndex:
@@ -213,7 +213,7 @@ class KeywordIndex:
             if len(rows) >= wanted:
                 if newest_first:  # the same newest ``wanted`` in-scope rows the scoped form ranks
                     newest = sorted(rows, key=lambda row: -row[0])[:wanted]
-                    rows = sorted(newest, key=lambda row: row[7])
+                    rows = sorted(newest, key=lambda row: row[CHUNK_WIDTH])
                 return _ranked(rows[:limit])
         tags = " OR ".join(f'"{scope_tag(s)}"' for s in scopes)
         rows = self._word_rows(f"scope_tag : ({tags}) AND seg : ({expr})", scopes, wanted, newest_first)
@@ -277,7 +277,7 @@ class KeywordIndex:
             f" WHERE c.scope IN ({scope_marks}) AND ({any_hit}){queued} ORDER BY matched DESC, c.rowid LIMIT ?",
             (*terms, *scopes, *terms, limit),
         )
-        return [KeywordHit(stored_chunk(row), 0.5 * row[7] / len(terms)) for row in rows]
+        return [KeywordHit(stored_chunk(row), 0.5 * row[CHUNK_WIDTH] / len(terms)) for row in rows]
 
     # ---------------------------------------------------------------- upkeep
     def check(self) -> bool:

@@ -32,7 +32,7 @@ from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .matches import EntryScore, add_matches
 from .passages import assemble
-from .querytext import coverage, keyword_text, query_terms
+from .querytext import coverage, keyword_text, query_terms, terms_held
 from .rerank import Reranker, reranked_order
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
@@ -62,6 +62,7 @@ class _Candidates:
     entries: dict[str, list[EntryRow]] = field(default_factory=dict)  # chunk id -> its entries, read when needed
     scored: dict[str, list[EntryScore]] = field(default_factory=dict)  # chunk id -> its entries, best first
     nearest: dict[str, float] = field(default_factory=dict)  # chunk id -> its nearest entry's cosine (vector hits)
+    held: dict[str, list[str]] = field(default_factory=dict)  # chunk id -> the question's terms its text holds
     from_ram: bool = False  # whether this search validated the RAM blocks (see Retriever._fill_cosines)
 
 
@@ -187,7 +188,7 @@ class Retriever:
             return
         for cid in new:
             found.entries[cid] = []
-        for row in self.storage.entries_of(new):
+        for row in self.storage.entries_of([found.chunks[cid] for cid in new]):
             found.entries[row.chunk_id].append(row)
         if found.query_vector is not None:
             self._fill_cosines(found.query_vector, found, [row for cid in new for row in found.entries[cid]])
@@ -242,33 +243,40 @@ class Retriever:
         if not missing:
             return
         scopes = {row.id: found.chunks[row.chunk_id].scope for row in missing}
-        vectors = {eid: v for eid, v in self._entry_vectors(missing, scopes, from_ram=found.from_ram).items()
-                   if v.shape == query_vector.shape}
-        if vectors:
-            ids = list(vectors)
-            found.cosines.update(zip(ids, (np.vstack([vectors[eid] for eid in ids]) @ query_vector).tolist(), strict=True))
+        ids, matrix = self._entry_matrix(missing, scopes, from_ram=found.from_ram)
+        if ids and matrix.shape[1] == query_vector.shape[0]:
+            found.cosines.update(zip(ids, (matrix @ query_vector).tolist(), strict=True))
 
-    def _entry_vectors(self, rows: Sequence[EntryRow], scopes: dict[str, str], *, from_ram: bool = True) -> dict[str, np.ndarray]:
-        """The current model's vectors of entries by id: from RAM where loaded, else from the
-        embedding cache (by text hash); an entry with neither is left out."""
+    def _entry_vectors(self, rows: Sequence[EntryRow], scopes: dict[str, str]) -> dict[str, np.ndarray]:
+        """The current model's vectors of entries by id (see :meth:`_entry_matrix`)."""
+        ids, matrix = self._entry_matrix(rows, scopes)
+        return dict(zip(ids, matrix, strict=True))
+
+    def _entry_matrix(self, rows: Sequence[EntryRow], scopes: dict[str, str], *,
+                      from_ram: bool = True) -> tuple[list[str], np.ndarray]:
+        """The current model's vectors of entries, one row each, and their ids: from RAM where
+        loaded, else from the embedding cache (by text hash); an entry with neither is left out."""
         assert self.embedder is not None
-        vectors: dict[str, np.ndarray] = {}
+        parts: list[tuple[list[str], np.ndarray]] = []  # (ids, their rows)
         if from_ram and self.vector_cache is not None:
             by_scope: dict[str, list[str]] = {}
             for row in rows:
                 by_scope.setdefault(scopes[row.id], []).append(row.id)
-            for scope, ids in by_scope.items():
-                held, matrix = self.vector_cache.vectors(scope, ids)
-                vectors.update(zip(held, matrix, strict=True))
+            parts += [self.vector_cache.vectors(scope, wanted) for scope, wanted in by_scope.items()]
+        held = {eid for ids, _ in parts for eid in ids}
         by_hash: dict[str, list[str]] = {}
         for row in rows:
-            if row.id not in vectors:
+            if row.id not in held:
                 by_hash.setdefault(row.text_hash, []).append(row.id)
         if by_hash:
-            for hash_, vector in self.embed_cache.cached_vectors(self.embedder.model_id, list(by_hash)).items():
-                for eid in by_hash[hash_]:
-                    vectors[eid] = vector
-        return vectors
+            cached = self.embed_cache.cached_vectors(self.embedder.model_id, list(by_hash))
+            parts += [(by_hash[hash_], np.tile(vector, (len(by_hash[hash_]), 1))) for hash_, vector in cached.items()]
+        parts = [(ids, matrix) for ids, matrix in parts if ids]
+        if not parts:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        width = parts[0][1].shape[1]  # rows of another width (another model's) are left out
+        kept = [(ids, matrix) for ids, matrix in parts if matrix.shape[1] == width]
+        return [eid for ids, _ in kept for eid in ids], np.vstack([matrix for _, matrix in kept])
 
     # --------------------------------------------------------------- scoring
     def _results(self, found: _Candidates, window: TimeWindow | None, today: date, about_now: bool,
@@ -282,7 +290,8 @@ class Retriever:
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         bounds, shares = [], {}
         for cid, chunk in found.chunks.items():
-            shares[cid] = share = coverage(found.weights, chunk.text)
+            found.held[cid] = terms_held(found.weights, chunk.text)
+            shares[cid] = share = coverage(found.weights, chunk.text, found.held[cid])
             bm25 = found.bm25.get(cid)
             cosines = [found.cosines[row.id] for row in found.entries.get(cid, ()) if row.id in found.cosines]
             if cid in found.nearest:
@@ -314,7 +323,7 @@ class Retriever:
         or a chunk of headings only); its entries' scores are kept for the result's matches.
         ``chunk_share``: the share of the question's words the whole chunk holds."""
         bm25 = found.bm25.get(chunk.id)
-        scored = self._entry_scores(chunk, chunk_share, found, bm25)
+        scored = self._entry_scores(chunk, found, bm25)
         found.scored[chunk.id] = scored
         if found.hybrid and scored:
             best = scored[0]
@@ -349,18 +358,16 @@ class Retriever:
             date=None if dated is None else dated.isoformat(),
         )
 
-    def _entry_scores(self, chunk: StoredChunk, chunk_share: float, found: _Candidates,
-                      bm25: float | None) -> list[EntryScore]:
+    def _entry_scores(self, chunk: StoredChunk, found: _Candidates, bm25: float | None) -> list[EntryScore]:
         """Each entry of ``chunk`` scored on its own, best first: its similarity, the chunk's BM25
         times the share of the question's words the entry holds, and that share."""
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
         lines = chunk.text.split("\n")
-        # an entry holds no more of the question's words than its chunk: none there, none to look for
-        held = chunk_share > 0.0 or not found.weights
+        held = found.held[chunk.id]  # an entry holds no term its chunk lacks
         scored = []
         for row in found.entries.get(chunk.id, []):
             text = "\n".join(lines[row.start_line - chunk.start_line : row.end_line - chunk.start_line + 1])
-            share = coverage(found.weights, text) if held else 0.0
+            share = coverage(found.weights, text, held)
             cosine = found.cosines.get(row.id)
             vector = None if cosine is None else scoring.rescale_similarity(cosine, floor)
             keyword = None if bm25 is None else bm25 * share

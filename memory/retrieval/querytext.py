@@ -14,6 +14,7 @@ The vector side always sees the question as asked.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 from ..index.keyword import CJK_CHARS, has_cjk
@@ -70,16 +71,26 @@ def query_terms(words: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def coverage(weights: dict[str, float], text: str) -> float:
+def coverage(weights: dict[str, float], text: str, among: Sequence[str] | None = None) -> float:
     """The share of the question's terms that ``text`` holds, each term weighted by how rare it is
     (``weights``: term → IDF); 1.0 when there are none. A term counts in any of its regular forms
     ("research" in "Researching adoption agencies"), with vectors too: the note was found by the
-    word as written or by its meaning, and this only says how much of the question it answers."""
+    word as written or by its meaning, and this only says how much of the question it answers.
+    ``among``: only these terms are looked for (those of the chunk around ``text``: a term its
+    chunk lacks, none of the chunk's lines holds)."""
     total = sum(weights.values())
     if total <= 0:
         return 1.0
+    if among is not None and not among:
+        return 0.0
+    return sum(weights[term] for term in terms_held(weights, text, among)) / total
+
+
+def terms_held(weights: dict[str, float], text: str, among: Sequence[str] | None = None) -> list[str]:
+    """The terms of ``weights`` (or of ``among``) that ``text`` holds, in any of their forms."""
     lowered = text.lower()
-    return sum(weight for term, weight in weights.items() if any(form in lowered for form in _needles(term))) / total
+    return [term for term in (weights if among is None else among)
+            if any(form in lowered for form in _needles(term))]
 
 
 @lru_cache(maxsize=4096)

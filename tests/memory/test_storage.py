@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import astuple
 
 import numpy as np
 import pytest
@@ -235,3 +236,54 @@ def test_a_word_is_found_as_soon_as_a_note_holds_it(storage, keywords) -> None:
         storage.replace_file(conn, FileRecord("alice", "memory/2026-12-02.md", text_hash(text), 0.0, len(text)),
                              chunk_text(text, scope="alice", path="memory/2026-12-02.md"))
     assert "zanzibar" in keywords.search("zanzibar w3", ["alice"], 10)[0].chunk.text
+
+
+def _chunks_of(storage: IndexStorage, scope: str) -> list:
+    rows = storage.db.query("SELECT id FROM chunks WHERE scope = ? ORDER BY id", (scope,))
+    return list(storage.chunks_by_ids([row[0] for row in rows], [scope]).values())
+
+
+def _sql_entries(storage: IndexStorage, chunk_ids: list[str]) -> set[tuple[str, str, int, int, str]]:
+    marks = ",".join("?" * len(chunk_ids))
+    return {tuple(row) for row in storage.db.query(  # type: ignore[misc]
+        f"SELECT id, chunk_id, start_line, end_line, text_hash FROM entries WHERE chunk_id IN ({marks})", chunk_ids)}
+
+
+def test_entries_are_read_once_then_served_from_ram(storage, monkeypatch) -> None:
+    chunks = _chunks_of(storage, "alice")
+    reads: list[int] = []
+    original = storage._read_entry_rows
+    monkeypatch.setattr(storage, "_read_entry_rows", lambda ids: reads.append(len(ids)) or original(ids))
+    first = storage.entries_of(chunks)
+    assert {astuple(row) for row in first} == _sql_entries(storage, [c.id for c in chunks])
+    assert storage.entries_of(chunks[:3]) == [row for row in first if row.chunk_id in {c.id for c in chunks[:3]}]
+    assert reads == [len(chunks)]  # the second call read nothing
+
+
+def test_a_chunk_whose_text_changed_elsewhere_gets_its_new_entries(storage, tmp_path) -> None:
+    """Another process rewrites a file: the chunk keeps its id, but its text (and hash) changed, so
+    the entries kept in RAM for the old text are not used for it."""
+    [chunk] = [c for c in _chunks_of(storage, "alice") if (c.path, c.start_line) == ("memory/2026-11-01.md", 1)]
+    old = storage.entries_of([chunk])
+    assert [(row.start_line, row.end_line) for row in old] == [(1, 3)]  # one paragraph
+    other = IndexStorage(Database(tmp_path / "index.db"))  # another process's connection
+    text = "- one note\n- two notes\n- three\n"  # lines 1-3 again: the same chunk id
+    path = chunk.path
+    with other.write() as conn:
+        new_chunks = chunk_text(text, scope="alice", path=path, max_chars=60, overlap_lines=0)
+        other.replace_file(conn, FileRecord("alice", path, text_hash(text), 1.0, len(text)), new_chunks)
+    other.db.close()
+    [fresh] = [c for c in _chunks_of(storage, "alice") if c.path == path]
+    assert fresh.id == chunk.id and fresh.text_hash != chunk.text_hash
+    rows = storage.entries_of([fresh])
+    assert [(row.start_line, row.end_line) for row in rows] == [(1, 1), (2, 2), (3, 3)]
+    assert {astuple(row) for row in rows} == _sql_entries(storage, [fresh.id]) and rows != old
+
+
+def test_this_process_writes_empty_the_entries_kept_in_ram(storage) -> None:
+    chunks = _chunks_of(storage, "alice")
+    storage.entries_of(chunks)
+    assert storage._entry_rows
+    with storage.write() as conn:
+        storage.remove_file(conn, "alice", chunks[0].path)  # a forget of the whole file
+    assert not storage._entry_rows  # not even the forgotten lines' hashes stay
