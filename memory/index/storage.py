@@ -365,16 +365,17 @@ class IndexStorage:
                 rows.append(EntryRow(entry_id, chunk_id, start, end, entry_hash))
         return {key: tuple(rows) for key, rows in read.items()}
 
-    def chunk_ids_of_entries(self, entry_ids: Sequence[str]) -> dict[str, str]:
-        """Entry id -> the id of the chunk that holds it (entries gone meanwhile are left out)."""
-        rows = rows_in(self.db.query, "SELECT id, chunk_id FROM entries WHERE id IN ({marks})", entry_ids)
-        return {str(row[0]): str(row[1]) for row in rows}
-
-    def chunks_by_ids(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
-        """Chunks by id, restricted to ``scopes``: a vector hit outside them, or gone, is dropped."""
-        sql = (f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.id IN ({{marks}})"
-               f" AND +c.scope IN ({','.join('?' * len(scopes))})")  # unary + keeps the planner on the id index
-        return {row[1]: stored_chunk(row) for row in rows_in(self.db.query, sql, ids, after=scopes)}
+    def chunks_of_entries(self, entry_ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
+        """Entry id -> the chunk that holds it, in one read; entries gone meanwhile, or whose chunk
+        is outside ``scopes`` (a vector hit of another scope), are left out."""
+        sql = (f"SELECT {CHUNK_COLUMNS}, e.id FROM entries e JOIN chunks c ON c.id = e.chunk_id"
+               f" WHERE e.id IN ({{marks}}) AND +c.scope IN ({','.join('?' * len(scopes))})")
+        held: dict[str, StoredChunk] = {}
+        owners: dict[str, StoredChunk] = {}
+        for row in rows_in(self.db.query, sql, entry_ids, after=scopes):
+            chunk = held.setdefault(str(row[1]), stored_chunk(row))  # one object a chunk
+            owners[str(row[CHUNK_WIDTH])] = chunk
+        return owners
 
     def dated_chunks(self, scopes: Sequence[str], first_path: str, last_path: str, limit: int) -> list[StoredChunk]:
         """Chunks of files whose path sorts between ``first_path`` and ``last_path`` (daily files

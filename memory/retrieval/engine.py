@@ -162,11 +162,12 @@ class Retriever:
             except Exception as exc:
                 log.warning("vector search failed, using keywords only: %s", exc)
                 hits, query_vector, found.hybrid, found.query_vector = [], None, False, None
-            owners = self.storage.chunk_ids_of_entries([eid for eid, _ in hits])
-            found.chunks.update(self.storage.chunks_by_ids(list(dict.fromkeys(owners.values())), scopes))
-            found.cosines = {eid: sim for eid, sim in hits if owners.get(eid) in found.chunks}
-            for eid, sim in found.cosines.items():  # exact hits: a chunk's other entries are farther
-                found.nearest[owners[eid]] = max(sim, found.nearest.get(owners[eid], sim))
+            owners = self.storage.chunks_of_entries([eid for eid, _ in hits], scopes)
+            found.chunks.update((chunk.id, chunk) for chunk in owners.values())
+            found.cosines = {eid: sim for eid, sim in hits if eid in owners}
+            for eid, sim in found.cosines.items():  # the nearest entries: a chunk's others are farther
+                owner = owners[eid].id
+                found.nearest[owner] = max(sim, found.nearest.get(owner, sim))
             found.from_ram = from_ram
         words = keyword_text(query, window.phrases if window else ())
         found.weights = self.keywords.term_weights(query_terms(words))

@@ -19,7 +19,7 @@ from memory.index.chunker import text_hash
 from memory.index.database import Database
 from memory.index.keyword import build_query
 from memory.index.keyword_index import KeywordIndex
-from memory.index.storage import FileRecord, IndexStorage
+from memory.index.storage import CHUNK_COLUMNS, FileRecord, IndexStorage, StoredChunk, stored_chunk
 from memory.vectors.embed_cache import EmbeddingCache
 
 WORDS = [f"w{i}" for i in range(60)] + ["rare", "alicesecret"]
@@ -238,9 +238,9 @@ def test_a_word_is_found_as_soon_as_a_note_holds_it(storage, keywords) -> None:
     assert "zanzibar" in keywords.search("zanzibar w3", ["alice"], 10)[0].chunk.text
 
 
-def _chunks_of(storage: IndexStorage, scope: str) -> list:
-    rows = storage.db.query("SELECT id FROM chunks WHERE scope = ? ORDER BY id", (scope,))
-    return list(storage.chunks_by_ids([row[0] for row in rows], [scope]).values())
+def _chunks_of(storage: IndexStorage, scope: str) -> list[StoredChunk]:
+    return [stored_chunk(row) for row in storage.db.query(
+        f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.scope = ? ORDER BY c.id", (scope,))]
 
 
 def _sql_entries(storage: IndexStorage, chunk_ids: list[str]) -> set[tuple[str, str, int, int, str]]:

@@ -47,8 +47,7 @@ def test_sync_search_and_forget_keep_the_vectors_in_the_bucket(stack, bucket: Bu
     assert manager.vectors.count() == entries["alice"] + entries["bob"] > 0
     query = HashEmbedding().embed([f"- the {TOKEN} box is in the attic"])[0]
     best = manager.vectors.search(query, ["alice"], 3)[0][0]  # one vector per note: the entry itself
-    owner = manager.storage.chunk_ids_of_entries([best])[best]
-    assert manager.storage.chunks_by_ids([owner], ["alice"])[owner].text == f"- the {TOKEN} box is in the attic\n- likes green tea"
+    assert manager.storage.chunks_of_entries([best], ["alice"])[best].text == f"- the {TOKEN} box is in the attic\n- likes green tea"
     assert TOKEN in manager.search(TOKEN, "alice")[0].text
 
     removed = set(manager.vectors.ids()) - _ids_after(lambda: forgetter.forget("alice", TOKEN.lower()), manager)
