@@ -326,7 +326,7 @@ def test_a_stretch_of_conversation_is_found_as_one_and_shown_by_its_matching_tur
     assert [tuple(row) for row in manager.storage.db.query("SELECT start_line, end_line FROM entries")] == [(2, 5)]
 
 
-def test_an_index_split_under_the_previous_rule_is_split_again_once(workspace, make_manager) -> None:
+def test_an_index_split_under_the_previous_rule_is_split_again_once(workspace, make_manager, caplog) -> None:
     write(workspace, "alice", "memory/2026-06-01.md", TALK)
     manager = make_manager()
     manager.indexer.sync()
@@ -335,7 +335,10 @@ def test_an_index_split_under_the_previous_rule_is_split_again_once(workspace, m
         conn.execute("UPDATE entries SET start_line = 2, end_line = 2")
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'entries_rule'")
     manager.close()
-    again = make_manager()
+    with caplog.at_level("WARNING", logger="memory.index.storage"):
+        again = make_manager()
+    assert [record.getMessage().split(": ", 1)[1] for record in caplog.records] == [
+        "splitting 1 chunks into entries again under rule 4 (once, after an upgrade); the next sync embeds them"]
     assert [tuple(row) for row in again.storage.db.query("SELECT start_line, end_line, vec_model FROM entries")] == [
         (2, 5, None)]
     again.indexer.sync()
