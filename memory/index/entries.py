@@ -34,8 +34,11 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .chunker import Chunk, embedding_text, text_hash
 from .database import rows_in
@@ -189,6 +192,67 @@ def chunk_entries(chunk: Chunk) -> list[Entry]:
 
 
 # ------------------------------------------------------------------ the rows
+#: Chunks whose entries a process keeps in RAM (a few hundred bytes each): auto-recall searches the
+#: same person's memory on every turn, and reading the candidates' entries from SQLite was a sixth
+#: of a search (bench/README.md, "Auto-recall under 10 ms").
+ENTRY_CACHE_CHUNKS = 4096
+
+Query = Callable[[str, Sequence[object]], Iterable[Sequence[Any]]]
+
+
+class EntryRowCache:
+    """The entries of the :data:`ENTRY_CACHE_CHUNKS` chunks read most recently, by chunk id and
+    text hash. A chunk's entries follow from its text, so a kept one is never stale; each chunk's
+    are read from SQLite together with the text hash it had then (one statement: one snapshot), so
+    a chunk rewritten meanwhile is kept under its new hash, never under the old one."""
+
+    def __init__(self, query: Query, capacity: int = ENTRY_CACHE_CHUNKS) -> None:
+        """``query``: :meth:`memory.index.database.Database.query`."""
+        self._query = query
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[tuple[str, str], tuple[EntryRow, ...]] = OrderedDict()
+
+    def rows(self, chunks: Sequence[tuple[str, str]]) -> list[EntryRow]:
+        """The entries of ``chunks``, given as (id, text hash), those read before from RAM."""
+        found: list[EntryRow] = []
+        missing: list[str] = []
+        with self._lock:
+            for key in chunks:
+                held = self._rows.get(key)
+                if held is None:
+                    missing.append(key[0])
+                else:
+                    self._rows.move_to_end(key)
+                    found.extend(held)
+        if missing:
+            read = self._read(missing)
+            with self._lock:
+                self._rows.update(read)
+                while len(self._rows) > self._capacity:
+                    self._rows.popitem(last=False)
+            found.extend(row for rows in read.values() for row in rows)
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _read(self, chunk_ids: Sequence[str]) -> dict[tuple[str, str], tuple[EntryRow, ...]]:
+        """(chunk id, its text hash) -> its entries, for the chunks of ``chunk_ids`` still there."""
+        sql = ("SELECT c.id, c.text_hash, e.id, e.start_line, e.end_line, e.text_hash FROM chunks c"
+               " LEFT JOIN entries e ON e.chunk_id = c.id WHERE c.id IN ({marks})")
+        read: dict[tuple[str, str], list[EntryRow]] = {}
+        for chunk_id, chunk_hash, entry_id, start, end, entry_hash in rows_in(self._query, sql, chunk_ids):
+            rows = read.setdefault((chunk_id, chunk_hash), [])
+            if entry_id is not None:
+                rows.append(EntryRow(entry_id, chunk_id, start, end, entry_hash))
+        return {key: tuple(rows) for key, rows in read.items()}
+
+
 def write_entries(conn: sqlite3.Connection, chunks: Iterable[Chunk]) -> None:
     """Insert the entries of ``chunks`` (whose old entries the caller removed), not yet embedded."""
     conn.executemany(

@@ -13,7 +13,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from .chunker import EMBEDDING_TEXT_RULE, Chunk
 from .database import Database, rows_in
 from .entries import SCHEMA as ENTRIES_SCHEMA
-from .entries import Entry, EntryRow, delete_entries, entry_text, write_entries
+from .entries import Entry, EntryRow, EntryRowCache, delete_entries, entry_text, write_entries
 from .keyword import segment
 
 log = logging.getLogger(__name__)
@@ -101,10 +100,6 @@ class FileRecord:
 CHUNK_COLUMNS = "c.rowid, c.id, c.scope, c.path, c.start_line, c.end_line, c.text, c.text_hash"
 #: How many columns :data:`CHUNK_COLUMNS` are: a query's own columns come after them.
 CHUNK_WIDTH = 8
-#: Chunks whose entries a process keeps in RAM (a few hundred bytes each): auto-recall searches the
-#: same person's memory on every turn, and reading the candidates' entries from SQLite was a sixth
-#: of a search (bench/README.md, "Auto-recall's cost per turn").
-ENTRY_CACHE_CHUNKS = 4096
 
 
 def stored_chunk(row: Sequence[object]) -> StoredChunk:
@@ -130,8 +125,7 @@ class IndexStorage:
             self._make_entries()
         self._stats_lock = threading.Lock()
         self._scope_counts: dict[str, tuple[float, dict[str, int]]] = {}  # table -> (when, counts)
-        self._entries_lock = threading.Lock()
-        self._entry_rows: OrderedDict[tuple[str, str], tuple[EntryRow, ...]] = OrderedDict()  # see entries_of
+        self.entry_rows = EntryRowCache(db.query)  # see entries_of
         # FTS5 changes buffered during write(); None outside it
         self._fts_deletes: list[tuple[int, str, str]] | None = None
         self._fts_inserts: list[tuple[int, str, str]] | None = None
@@ -178,8 +172,7 @@ class IndexStorage:
                 self._fts_deletes, self._fts_inserts = None, None
                 with self._stats_lock:
                     self._scope_counts = {}
-                with self._entries_lock:  # a forget leaves nothing of its lines in RAM, not even hashes
-                    self._entry_rows.clear()
+                self.entry_rows.clear()  # a forget leaves nothing of its lines in RAM, not even hashes
 
     def replace_file(self, conn: sqlite3.Connection, record: FileRecord, chunks: Sequence[Chunk]) -> Removed:
         """Make the index hold exactly ``chunks`` for ``record``'s file. Returns what was removed.
@@ -337,39 +330,9 @@ class IndexStorage:
         return [(r[0], r[1], r[2], r[3]) for r in self.db.query(sql, (model, model))]
 
     def entries_of(self, chunks: Sequence[StoredChunk]) -> list[EntryRow]:
-        """The entries of ``chunks``, kept in RAM for the :data:`ENTRY_CACHE_CHUNKS` chunks read most
-        recently. A chunk's entries follow from its text, so they are kept by its id and text hash
-        and are never stale; each is read from SQLite with the hash its chunk had then (one
-        snapshot). This process's writes empty the cache."""
-        found: list[EntryRow] = []
-        missing: list[str] = []
-        with self._entries_lock:
-            for chunk in chunks:
-                held = self._entry_rows.get((chunk.id, chunk.text_hash))
-                if held is None:
-                    missing.append(chunk.id)
-                else:
-                    self._entry_rows.move_to_end((chunk.id, chunk.text_hash))
-                    found.extend(held)
-        if missing:
-            read = self._read_entry_rows(missing)
-            with self._entries_lock:
-                self._entry_rows.update(read)
-                while len(self._entry_rows) > ENTRY_CACHE_CHUNKS:
-                    self._entry_rows.popitem(last=False)
-            found.extend(row for rows in read.values() for row in rows)
-        return found
-
-    def _read_entry_rows(self, chunk_ids: Sequence[str]) -> dict[tuple[str, str], tuple[EntryRow, ...]]:
-        """(chunk id, its text hash) -> its entries, for the chunks of ``chunk_ids`` still there."""
-        sql = ("SELECT c.id, c.text_hash, e.id, e.start_line, e.end_line, e.text_hash FROM chunks c"
-               " LEFT JOIN entries e ON e.chunk_id = c.id WHERE c.id IN ({marks})")
-        read: dict[tuple[str, str], list[EntryRow]] = {}
-        for chunk_id, chunk_hash, entry_id, start, end, entry_hash in rows_in(self.db.query, sql, chunk_ids):
-            rows = read.setdefault((chunk_id, chunk_hash), [])
-            if entry_id is not None:
-                rows.append(EntryRow(entry_id, chunk_id, start, end, entry_hash))
-        return {key: tuple(rows) for key, rows in read.items()}
+        """The entries of ``chunks``, from RAM for a chunk read before with the same text
+        (:class:`~memory.index.entries.EntryRowCache`; this process's writes empty it)."""
+        return self.entry_rows.rows([(chunk.id, chunk.text_hash) for chunk in chunks])
 
     def chunks_of_entries(self, entry_ids: Sequence[str], scopes: Sequence[str]) -> dict[str, StoredChunk]:
         """Entry id -> the chunk that holds it, in one read; entries gone meanwhile, or whose chunk

@@ -252,8 +252,8 @@ def _sql_entries(storage: IndexStorage, chunk_ids: list[str]) -> set[tuple[str, 
 def test_entries_are_read_once_then_served_from_ram(storage, monkeypatch) -> None:
     chunks = _chunks_of(storage, "alice")
     reads: list[int] = []
-    original = storage._read_entry_rows
-    monkeypatch.setattr(storage, "_read_entry_rows", lambda ids: reads.append(len(ids)) or original(ids))
+    original = storage.entry_rows._read
+    monkeypatch.setattr(storage.entry_rows, "_read", lambda ids: reads.append(len(ids)) or original(ids))
     first = storage.entries_of(chunks)
     assert {astuple(row) for row in first} == _sql_entries(storage, [c.id for c in chunks])
     assert storage.entries_of(chunks[:3]) == [row for row in first if row.chunk_id in {c.id for c in chunks[:3]}]
@@ -283,7 +283,7 @@ def test_a_chunk_whose_text_changed_elsewhere_gets_its_new_entries(storage, tmp_
 def test_this_process_writes_empty_the_entries_kept_in_ram(storage) -> None:
     chunks = _chunks_of(storage, "alice")
     storage.entries_of(chunks)
-    assert storage._entry_rows
+    assert len(storage.entry_rows) == len(chunks)
     with storage.write() as conn:
         storage.remove_file(conn, "alice", chunks[0].path)  # a forget of the whole file
-    assert not storage._entry_rows  # not even the forgotten lines' hashes stay
+    assert len(storage.entry_rows) == 0  # not even the forgotten lines' hashes stay
