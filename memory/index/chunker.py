@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 #: The version of what is embedded (:func:`embedding_text`, since 3 one vector per entry:
 #: :mod:`memory.index.entries`, since 4 a stretch of conversation one entry): part of every real
-#: embedder's ``model_id``, so that a change of rule splits and re-embeds the index once (vectors
-#: of two rules never mix).
+#: embedder's ``model_id``, so that a change of rule re-embeds the index once (vectors of two rules
+#: never mix). How chunks split into entries has its own version since
+#: (:data:`memory.index.entries.ENTRY_RULE`): a new split embeds only the entries it changed.
 EMBEDDING_TEXT_RULE = 4
 #: The titles of the sections membridge writes into daily files (``## HH:MM conversation notes``).
 SECTION_TITLES = ("conversation notes", "daily summary")

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .chunker import EMBEDDING_TEXT_RULE, Chunk
+from .chunker import Chunk
 from .database import Database, rows_in
+from .entries import ENTRY_RULE, Entry, EntryRow, EntryRowCache, delete_entries, entry_text, write_entries
 from .entries import SCHEMA as ENTRIES_SCHEMA
-from .entries import Entry, EntryRow, EntryRowCache, delete_entries, entry_text, write_entries
 from .keyword import segment
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def stored_chunk(row: Sequence[object]) -> StoredChunk:
     return StoredChunk(*row[:CHUNK_WIDTH])  # type: ignore[arg-type]
 
 
-#: The meta key holding the :data:`EMBEDDING_TEXT_RULE` the entries were split under.
+#: The meta key holding the :data:`~memory.index.entries.ENTRY_RULE` the entries were split under.
 _ENTRIES_RULE_KEY = "entries_rule"
 
 
@@ -121,7 +121,7 @@ class IndexStorage:
     def __init__(self, db: Database) -> None:
         self.db = db
         db.execute_script(SCHEMA + ENTRIES_SCHEMA + "".join(f"{statement};\n" for statement in KEYWORD_INDEXES))
-        if self.get_meta(_ENTRIES_RULE_KEY) != str(EMBEDDING_TEXT_RULE):
+        if self.get_meta(_ENTRIES_RULE_KEY) != str(ENTRY_RULE):
             self._make_entries()
         self._stats_lock = threading.Lock()
         self._scope_counts: dict[str, tuple[float, dict[str, int]]] = {}  # table -> (when, counts)
@@ -132,16 +132,19 @@ class IndexStorage:
 
     def _make_entries(self) -> None:
         """Split the chunks into entries again, once, when the index was made under another rule
-        (before entries existed, or before stretches of conversation were one entry): the new
-        rule's entries are embedded by the next sync, under the new rule's model id."""
+        (:data:`~memory.index.entries.ENTRY_RULE`). An entry the new rule leaves as it was (same
+        chunk, lines and text: the same id) keeps its vector; the next sync embeds the new ones and
+        drops the vectors of those that are gone."""
         with self.db.transaction() as conn:
+            embedded = conn.execute("SELECT id, vec_model FROM entries WHERE vec_model IS NOT NULL").fetchall()
             conn.execute("DELETE FROM entries")
             rows = conn.execute("SELECT id, scope, path, start_line, end_line, part, text FROM chunks").fetchall()
             if rows:  # an upgrade: ~0.4 ms a chunk (36 s for 97k), so say why this start waits
                 log.warning("%s: splitting %d chunks into entries again under rule %d (once, after an upgrade);"
-                            " the next sync embeds them", self.db.path, len(rows), EMBEDDING_TEXT_RULE)
+                            " the next sync embeds the entries that changed", self.db.path, len(rows), ENTRY_RULE)
             write_entries(conn, [Chunk(*row) for row in rows])
-            self.set_meta(conn, _ENTRIES_RULE_KEY, str(EMBEDDING_TEXT_RULE))
+            conn.executemany("UPDATE entries SET vec_model = ? WHERE id = ?", ((model, eid) for eid, model in embedded))
+            self.set_meta(conn, _ENTRIES_RULE_KEY, str(ENTRY_RULE))
 
     # ----------------------------------------------------------------- files
     def files(self, scope: str | None = None) -> dict[tuple[str, str], FileRecord]:

@@ -58,8 +58,19 @@ def test_a_stretch_of_conversation_is_one_entry_and_notes_around_it_stay_their_o
 def test_labelled_notes_that_are_not_a_conversation_stay_one_entry_each() -> None:
     every_label_once = "- 备忘：明天交房租\n- 提醒：周五体检\n- Wi-Fi: on the fridge"
     one_speaker = "- user said: hi\n- user said: the flight is at 7:40\n- user said: thanks"
-    two_turns = "- Tom: coming?\n- Ann: yes"
-    for text in (every_label_once, one_speaker, two_turns):
+    two_turns_among_notes = "- likes tea\n- Tom: coming?\n- Ann: yes"
+    for text in (every_label_once, one_speaker, two_turns_among_notes):
         entries = split_entries(text, 1)
         assert [e.text for e in entries] == text.split("\n")
         assert all(turn_offsets(e.text) == [] for e in entries)  # shown whole
+
+
+def test_two_turns_that_are_all_their_chunk_holds_are_one_entry() -> None:
+    """A file's last chunk, or two long turns: each turn alone would be the blur a stretch avoids."""
+    two_turns = "## 10:00 conversation notes\n- [D8:12] Tim: Things have been great.\n- [D8:13] John: Wow! Busy."
+    [entry] = split_entries(two_turns, 6)
+    assert (entry.start_line, entry.end_line) == (7, 8)
+    assert turn_offsets(entry.text) == [0, 1]  # shown by its turn that matches
+    assert [e.text for e in split_entries("- Tom: coming?\n- Tom: now?", 1)] == ["- Tom: coming?", "- Tom: now?"]
+    # the price: a chunk of exactly two labelled notes reads as two turns
+    assert [(e.start_line, e.end_line) for e in split_entries("- Wi-Fi: on the fridge\n- Router: admin / admin", 1)] == [(1, 2)]

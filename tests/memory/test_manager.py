@@ -327,20 +327,29 @@ def test_a_stretch_of_conversation_is_found_as_one_and_shown_by_its_matching_tur
 
 
 def test_an_index_split_under_the_previous_rule_is_split_again_once(workspace, make_manager, caplog) -> None:
+    """The talk's turns were one entry each under the old rule: split again as one stretch, embedded
+    by the next sync; a note the new rule splits as before keeps its vector (no model call for it),
+    and the lone turns' vectors are dropped."""
     write(workspace, "alice", "memory/2026-06-01.md", TALK)
-    manager = make_manager()
+    write(workspace, "alice", "MEMORY.md", "- likes green tea\n")
+    embedder = HashEmbedding()
+    manager = make_manager(embedder)
     manager.indexer.sync()
     db = manager.storage.db
-    with db.transaction() as conn:  # what rule 3 left: one entry a turn
-        conn.execute("UPDATE entries SET start_line = 2, end_line = 2")
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'entries_rule'")
+    with db.transaction() as conn:  # what rule 4 left of the talk: one entry a turn
+        conn.execute("UPDATE entries SET start_line = 2, end_line = 2, id = 'lone-turn' WHERE path LIKE 'memory/%'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'entries_rule'")
     manager.close()
     with caplog.at_level("WARNING", logger="memory.index.storage"):
-        again = make_manager()
+        again = make_manager(embedder)
     assert [record.getMessage().split(": ", 1)[1] for record in caplog.records] == [
-        "splitting 1 chunks into entries again under rule 4 (once, after an upgrade); the next sync embeds them"]
-    assert [tuple(row) for row in again.storage.db.query("SELECT start_line, end_line, vec_model FROM entries")] == [
-        (2, 5, None)]
+        "splitting 2 chunks into entries again under rule 5 (once, after an upgrade); the next sync embeds the"
+        " entries that changed"]
+    rows = "SELECT path, start_line, end_line, vec_model IS NOT NULL FROM entries ORDER BY path"
+    assert [tuple(row) for row in again.storage.db.query(rows)] == [("MEMORY.md", 1, 1, 1), ("memory/2026-06-01.md", 2, 5, 0)]
+    calls = embedder.calls
     again.indexer.sync()
-    assert [tuple(row) for row in again.storage.db.query("SELECT vec_model IS NOT NULL FROM entries")] == [(1,)]
+    assert embedder.calls == calls  # the stretch's text was embedded before (the cache has it), the note kept its vector
+    assert [tuple(row) for row in again.storage.db.query("SELECT vec_model IS NOT NULL FROM entries")] == [(1,), (1,)]
+    assert "lone-turn" not in again.vectors.ids()
     assert [m.start_line for m in again.search("support group", "alice")[0].matches] == [4]
