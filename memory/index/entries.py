@@ -226,12 +226,14 @@ class EntryRowCache:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._rows: OrderedDict[tuple[str, str], tuple[EntryRow, ...]] = OrderedDict()
+        self._clears = 0  # a read that a clear overtook keeps nothing (it may hold what a forget removed)
 
     def rows(self, chunks: Sequence[tuple[str, str]]) -> list[EntryRow]:
         """The entries of ``chunks``, given as (id, text hash), those read before from RAM."""
         found: list[EntryRow] = []
         missing: list[str] = []
         with self._lock:
+            clears = self._clears
             for key in chunks:
                 held = self._rows.get(key)
                 if held is None:
@@ -242,15 +244,18 @@ class EntryRowCache:
         if missing:
             read = self._read(missing)
             with self._lock:
-                self._rows.update(read)
+                if clears == self._clears:
+                    self._rows.update(read)
                 while len(self._rows) > self._capacity:
                     self._rows.popitem(last=False)
             found.extend(row for rows in read.values() for row in rows)
         return found
 
     def clear(self) -> None:
+        """Forget every chunk's entries (this process wrote the index)."""
         with self._lock:
             self._rows.clear()
+            self._clears += 1
 
     def __len__(self) -> int:
         return len(self._rows)

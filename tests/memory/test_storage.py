@@ -287,3 +287,20 @@ def test_this_process_writes_empty_the_entries_kept_in_ram(storage) -> None:
     with storage.write() as conn:
         storage.remove_file(conn, "alice", chunks[0].path)  # a forget of the whole file
     assert len(storage.entry_rows) == 0  # not even the forgotten lines' hashes stay
+
+
+def test_a_read_that_a_write_overtook_keeps_nothing(storage, monkeypatch) -> None:
+    """A search read the entries before a forget committed; the forget emptied the cache meanwhile:
+    what the search read is used once, never kept."""
+    chunks = _chunks_of(storage, "alice")
+    original = storage.entry_rows._read
+
+    def read_then_forget(ids):  # type: ignore[no-untyped-def]
+        rows = original(ids)
+        with storage.write() as conn:
+            storage.remove_file(conn, "alice", chunks[-1].path)
+        return rows
+
+    monkeypatch.setattr(storage.entry_rows, "_read", read_then_forget)
+    assert storage.entries_of(chunks)  # this search still gets what it read
+    assert len(storage.entry_rows) == 0
