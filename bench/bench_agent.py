@@ -11,7 +11,8 @@ tool cases, one ``memory_search`` call. The session is pre-filled with 1,000 sto
 Cases: keyword-only (``embedding.provider: none``, what ``Services`` builds from config) and hybrid
 (``HashEmbedding(dim=512)`` plugged in by setting ``Services.memory`` before the agent is built),
 each with no tool call and with one ``memory_search`` call per turn; every case has auto-recall on (a
-search of the message before each model call, the default), and one hybrid case has it off. The keyword-only cases also run
+search of the message before each model call, the default), and one hybrid case has it off: the
+difference of the two hybrid no-tool cases is what auto-recall adds (issue 38: at most 10 ms p50). The keyword-only cases also run
 with metering off (no usage row, no Prometheus counting: ``agent.meter`` unset and the search
 observer a no-op) and with ``limits:`` on (a daily check before each turn), in the same run, so the
 cost of metrics and limits is read against the same machine load.
@@ -55,6 +56,8 @@ from channels import IncomingMessage
 from memory import HashEmbedding, MemoryManager, Turn
 
 TARGET_OVERHEAD_P50_MS = 5.0
+#: Issue 38: what auto-recall (a search of the message before each model call) may add to a turn.
+TARGET_RECALL_ADDED_P50_MS = 10.0
 USER_ID = "42"
 MEMORY_LINES = 200
 PREFILL_MESSAGES = 1000
@@ -235,10 +238,16 @@ async def main_async(args: argparse.Namespace) -> int:
             ("hybrid HashEmbedding(512), no tool call", True, False, "on", True),
             ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on", True),
         ]
+        overhead: dict[str, float] = {}
         for name, hybrid, with_search, metering, recall in cases:
             print(f"\n== {name}", flush=True)
-            await run_case(root, name, hybrid=hybrid, with_search=with_search, turns=turns, warmup=warmup,
-                           gen=gen, queries=queries, report=report, metering=metering, recall=recall)
+            detail = await run_case(root, name, hybrid=hybrid, with_search=with_search, turns=turns, warmup=warmup,
+                                    gen=gen, queries=queries, report=report, metering=metering, recall=recall)
+            overhead[name] = detail["p50_ms"] - detail["llm_ms_per_turn"]
+        report.add("agent auto-recall", "added to a turn p50 (hybrid, no tool call: on - off)",
+                   overhead["hybrid HashEmbedding(512), no tool call"]
+                   - overhead["hybrid HashEmbedding(512), no tool call, auto-recall off"],
+                   "ms", target=TARGET_RECALL_ADDED_P50_MS)
         report.add("process", "peak RSS", peak_rss_mb(), "MiB")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
