@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from memory.retrieval.querytext import coverage, keyword_text, query_terms
+from memory.retrieval.querytext import coverage, keyword_text, query_terms, terms_held
 from memory.retrieval.timewindow import find_window
 
 TODAY = date(2026, 12, 2)
@@ -98,6 +98,19 @@ def test_a_question_word_counts_in_its_other_forms() -> None:
     assert coverage({"caroline": 0.5, "researched": 2.0}, "- Caroline: Researching adoption agencies") == 1.0
     assert coverage({"hike": 1.0, "studies": 1.0}, "Hiking, then a study break") == 1.0
     assert coverage({"move": 1.0, "city": 1.0}, "we watched a movie in the city") == 0.5  # "movie" is not "move"
+
+
+def test_a_line_is_searched_only_for_the_terms_its_chunk_holds() -> None:
+    """The engine finds a chunk's terms once (``terms_held``) and looks for those alone in each of
+    its lines: the same shares, fewer searches."""
+    weights = {"caroline": 0.5, "lgbtq": 3.0, "support": 1.0, "group": 1.0}
+    chunk = "- Caroline: hey Mel!\n- I went to a support group"
+    held = terms_held(weights, chunk)
+    assert held == ["caroline", "support", "group"]
+    for line in chunk.split("\n"):
+        assert coverage(weights, line, held) == coverage(weights, line)
+    assert coverage(weights, "- Caroline: hey", []) == 0.0  # its chunk holds none of the words
+    assert coverage({}, "anything", []) == 1.0  # a question of no keyword terms: every line holds it all
 
 
 @pytest.mark.parametrize(
