@@ -136,6 +136,8 @@ class IndexStorage:
         chunk, lines and text: the same id) keeps its vector; the next sync embeds the new ones and
         drops the vectors of those that are gone."""
         with self.db.transaction() as conn:
+            if self.get_meta(_ENTRIES_RULE_KEY) == str(ENTRY_RULE):
+                return  # another process split it while this one waited for the lock
             embedded = conn.execute("SELECT id, vec_model FROM entries WHERE vec_model IS NOT NULL").fetchall()
             conn.execute("DELETE FROM entries")
             rows = conn.execute("SELECT id, scope, path, start_line, end_line, part, text FROM chunks").fetchall()

@@ -304,3 +304,13 @@ def test_a_read_that_a_write_overtook_keeps_nothing(storage, monkeypatch) -> Non
     monkeypatch.setattr(storage.entry_rows, "_read", read_then_forget)
     assert storage.entries_of(chunks)  # this search still gets what it read
     assert len(storage.entry_rows) == 0
+
+
+def test_a_re_split_another_process_finished_first_is_not_done_again(storage, caplog) -> None:
+    """Two processes open an index of an older entry rule at once: the second waits for the write
+    lock, then finds the rule current and leaves the entries (and their rowids) as they are."""
+    before = [tuple(row) for row in storage.db.query("SELECT rowid, id, vec_model FROM entries ORDER BY rowid")]
+    with caplog.at_level("WARNING", logger="memory.index.storage"):
+        storage._make_entries()  # what the second process runs once it holds the lock
+    assert [tuple(row) for row in storage.db.query("SELECT rowid, id, vec_model FROM entries ORDER BY rowid")] == before
+    assert caplog.records == []
