@@ -153,7 +153,7 @@ class KeywordIndex:
         tokens = [t.token for t in built.word_terms if t.token is not None]
         if not tokens:
             return frozenset(), False
-        total = int(self.db.query("SELECT count(*) FROM chunks")[0][0])
+        total = max(1, sum(self.storage.scope_counts().values()))  # count(*) walks every chunk: ~1.4 ms at 100k
         frequencies = self._document_frequencies(tokens, total)
         held = {token: docs for token, docs in frequencies.items() if docs > 0}
         phrases = any(t.token is None for t in built.word_terms)

@@ -28,12 +28,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import compact
 from .embed_cache import RowSink
+from .scan import Snapshot, top
 
 ScopeLoader = Callable[[str, RowSink], None]
 """``load(scope, sink)``: the scope's vectors handed to ``sink`` in batches of one consistent
@@ -45,16 +45,6 @@ _MIN_CAPACITY = 64
 def _row_bytes(dim: int) -> int:
     """What one row of capacity costs: its codes, its scale and its live-row flag."""
     return compact.row_bytes(dim) + 1
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """What a search reads, taken under the lock; computed on without it."""
-
-    codes: np.ndarray
-    scales: np.ndarray
-    ids: list[str]
-    alive: np.ndarray | None  # None: every row is live
 
 
 class ScopeBlock:
@@ -138,11 +128,11 @@ class ScopeBlock:
         rows = [row for _, row in found]
         return [cid for cid, _ in found], compact.decode(self._codes[rows], self._scales[rows])
 
-    def snapshot(self) -> _Snapshot:
+    def snapshot(self) -> Snapshot:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
         used = len(self._ids)
         alive = None if len(self._row) == used else self._alive[:used].copy()
-        return _Snapshot(self._codes[:used], self._scales[:used], self._ids, alive)
+        return Snapshot(self._codes[:used], self._scales[:used], self._ids, alive)
 
     def _grow(self, rows: int | None = None) -> None:
         """``rows`` rows, by default a quarter more: a big scope's block must not double in memory
@@ -160,19 +150,6 @@ class ScopeBlock:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
         self._fill_codes([self._ids[row] for row in keep], self._codes[keep], self._scales[keep])
-
-
-def _top(snapshot: _Snapshot, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-    """The ``limit`` best live rows by their compact (approximate) similarity to ``query``."""
-    scores = compact.scores(snapshot.codes, snapshot.scales, query)
-    if snapshot.alive is not None:
-        scores[~snapshot.alive] = -np.inf
-    live = scores.shape[0] if snapshot.alive is None else int(snapshot.alive.sum())
-    take = min(limit, live)
-    if take < 1:
-        return []
-    best = np.argpartition(-scores, take - 1)[:take] if take < scores.shape[0] else np.arange(scores.shape[0])
-    return [(snapshot.ids[i], float(scores[i])) for i in best if scores[i] > -np.inf]
 
 
 class VectorCache:
@@ -207,9 +184,7 @@ class VectorCache:
                 return None
             with self._lock:
                 snapshots.append(block.snapshot())
-        hits = [hit for snapshot in snapshots for hit in _top(snapshot, query, limit)]
-        hits.sort(key=lambda hit: -hit[1])
-        return hits[:limit]
+        return top(snapshots, query, limit)
 
     def preload(self, scope: str, generation: int) -> bool:
         """Load ``scope``'s block now (if stale or absent), so that its first search is fast.

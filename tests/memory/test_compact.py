@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
-from memory.vectors import compact
+from memory.vectors import compact, scan
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
-from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
+from memory.vectors.scan import top
+from memory.vectors.vector_cache import ScopeBlock, VectorCache
 
 DIM = 512  # the local model's width
 
@@ -124,5 +126,27 @@ def test_removed_rows_are_never_scanned() -> None:
     vectors = unit_vectors(100, seed=14)
     block = ScopeBlock(1, [f"c{i}" for i in range(100)], vectors, DIM)
     block.remove([f"c{i}" for i in range(0, 100, 3)])
-    hits = _top(block.snapshot(), vectors[3], 100)
+    hits = top([block.snapshot()], vectors[3], 100)
     assert len(hits) == 66 and "c3" not in dict(hits)
+
+
+def test_big_blocks_are_scanned_in_stripes_with_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut into stripes that three threads take from one queue, two blocks answer exactly as one
+    pass over each does: the same rows, scores and order, removed rows left out in every stripe,
+    and a ``limit`` larger than a stripe filled from the others."""
+    vectors = unit_vectors(1000, seed=15)
+    big = ScopeBlock(1, [f"c{i}" for i in range(1000)], vectors, DIM)
+    big.remove([f"c{i}" for i in range(0, 1000, 7)])
+    small = ScopeBlock(1, [f"k{i}" for i in range(200)], unit_vectors(200, seed=16), DIM)
+    snapshots = [big.snapshot(), small.snapshot()]
+    query = vectors[500] + vectors[10]
+    whole = {limit: top(snapshots, query, limit) for limit in (5, 400, 1100)}
+    monkeypatch.setattr(scan, "STRIPE_ROWS", 150)
+    monkeypatch.setattr(scan, "SCAN_THREADS", 3)
+    stripes = [(s.snapshot.ids[0], s.first, s.last) for s in scan._stripes(snapshots)]  # ~2 a thread: 200 rows
+    assert stripes == [("c0", 0, 200), ("c0", 200, 400), ("c0", 400, 600), ("c0", 600, 800), ("c0", 800, 1000),
+                       ("k0", 0, 200)]  # removed rows stay in place (masked) until the block is compacted
+    for limit, expected in whole.items():
+        assert top(snapshots, query, limit) == expected
+    assert len(whole[1100]) == 1000 - 143 + 200 and "c7" not in dict(whole[1100])
+    assert {cid for cid, _ in whole[5][:2]} == {"c10", "c500"}  # the two rows the query is made of

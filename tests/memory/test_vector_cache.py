@@ -11,7 +11,8 @@ from support.files import write
 from memory import KNOWLEDGE_SCOPE, HashEmbedding
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
-from memory.vectors.vector_cache import ScopeBlock, VectorCache, _top
+from memory.vectors.scan import top
+from memory.vectors.vector_cache import ScopeBlock, VectorCache
 
 DIM = 16
 
@@ -305,7 +306,8 @@ def test_many_own_writes_stay_within_a_one_mib_cache(workspace, make_manager) ->
         from_ram += 1
         lance = manager.vectors.search(vector, scopes, 10, exact=True)
         assert [s for _, s in ram] == pytest.approx([s for _, s in lance], abs=SCAN_ERROR)
-        assert {cid for cid, _ in ram} <= {cid for cid, _ in manager.vectors.search(vector, scopes, 40, exact=True)}
+        exact = dict(manager.vectors.search(vector, scopes, 10_000, exact=True))  # hashed vectors tie often
+        assert all(exact[cid] >= lance[-1][1] - SCAN_ERROR for cid, _ in ram)
     assert from_ram and "alice" not in cache._blocks  # first from RAM, then too big for it
     [hit] = [r for r in manager.search("day 30 note 4", "alice", auto_sync=False) if "note 4:" in r.text][:1]
     assert hit.vector_score is not None
@@ -383,7 +385,7 @@ def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
                 truth.pop(cid, None)
     assert len(block) == len(truth)
     query = pool[0]
-    got = dict(_top(block.snapshot(), query, len(truth) + 5))  # every live row, none removed
+    got = dict(top([block.snapshot()], query, len(truth) + 5))  # every live row, none removed
     assert got.keys() == truth.keys()
     for cid, vector in truth.items():  # the compact scores and rows are the truth's within a code step
         assert got[cid] == pytest.approx(float(vector @ query), abs=0.02)

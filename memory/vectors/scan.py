@@ -1,0 +1,105 @@
+"""The scan of the blocks in RAM: every row of the scopes searched, cut into stripes across threads.
+
+A search reads every row (:mod:`.compact` says why nothing coarser will do), so at 100k chunks a
+big scope and the knowledge base are ~624k rows: ~22 ms on one core, most of a search. SimSIMD's
+kernel lets go of the GIL, so the rows are cut into stripes that a few threads take from one
+queue, the searching thread among them (bench/README.md: ~12 ms on two cores). A scope of a few
+thousand rows is one stripe, scanned by the searching thread alone: handing it to another would
+cost more than the scan.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import compact
+
+#: The fewest rows worth a stripe of their own.
+STRIPE_ROWS = 65_536
+#: Threads that scan at once, the searching one included: the stripes share one memory bus, so more
+#: than a few gain nothing.
+SCAN_THREADS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a search reads of one block, taken under the block's lock; scanned without it."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    ids: list[str]
+    alive: np.ndarray | None  # None: every row is live
+
+
+@dataclass(frozen=True)
+class _Stripe:
+    snapshot: Snapshot
+    first: int
+    last: int
+
+
+def top(snapshots: Sequence[Snapshot], query: np.ndarray, limit: int) -> list[tuple[str, float]]:
+    """The ``limit`` best live rows of ``snapshots`` by their compact (approximate) similarity to
+    ``query``, best first."""
+    query_codes, query_scale = compact.encode_query(np.asarray(query, dtype=np.float32))
+    stripes = _stripes(snapshots)
+
+    def scan(stripe: _Stripe) -> list[tuple[str, float]]:
+        snapshot, first, last = stripe.snapshot, stripe.first, stripe.last
+        alive = None if snapshot.alive is None else snapshot.alive[first:last]
+        rows, scores = compact.best(snapshot.codes[first:last], snapshot.scales[first:last], alive,
+                                    query_codes, query_scale, limit)
+        return [(snapshot.ids[first + row], float(score)) for row, score in zip(rows, scores, strict=True)]
+
+    found = _run(scan, stripes)
+    hits = [hit for stripe_hits in found for hit in stripe_hits]
+    hits.sort(key=lambda hit: -hit[1])
+    return hits[:limit]
+
+
+def _stripes(snapshots: Sequence[Snapshot]) -> list[_Stripe]:
+    """The snapshots cut into stripes of at least :data:`STRIPE_ROWS` rows, about two a thread in
+    all, so that the threads end together even when the scopes differ in size."""
+    total = sum(len(snapshot.codes) for snapshot in snapshots)
+    size = max(STRIPE_ROWS, -(-total // (2 * SCAN_THREADS)))
+    stripes = []
+    for snapshot in snapshots:
+        rows = len(snapshot.codes)
+        count = max(1, round(rows / size))
+        stripes += [_Stripe(snapshot, rows * part // count, rows * (part + 1) // count) for part in range(count)]
+    return stripes
+
+
+def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stripe]) -> list[list[tuple[str, float]]]:
+    """Each stripe's hits, in the stripes' order; the stripes taken from one queue by the calling
+    thread and up to ``SCAN_THREADS - 1`` pool threads, one for each further :data:`STRIPE_ROWS` rows."""
+    queue = deque(enumerate(stripes))
+    found: list[list[tuple[str, float]]] = [[] for _ in stripes]
+
+    def work() -> None:
+        while True:
+            try:
+                index, stripe = queue.popleft()
+            except IndexError:
+                return
+            found[index] = scan(stripe)
+
+    rows = sum(stripe.last - stripe.first for stripe in stripes)
+    helpers = [_pool().submit(work) for _ in range(min(SCAN_THREADS, len(stripes), rows // STRIPE_ROWS) - 1)]
+    work()
+    for helper in helpers:
+        helper.result()
+    return found
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The threads that help the searching one, made on first need; bounded."""
+    return ThreadPoolExecutor(max_workers=max(1, SCAN_THREADS - 1), thread_name_prefix="membridge-scan")
