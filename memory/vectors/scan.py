@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ import numpy as np
 from . import compact
 
 #: The fewest rows worth a stripe of their own.
-STRIPE_ROWS = 65_536
+STRIPE_ROWS = 32_768
 #: Threads that scan at once, the searching one included: the stripes share one memory bus, so more
 #: than a few gain nothing.
 SCAN_THREADS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -79,9 +80,14 @@ def _stripes(snapshots: Sequence[Snapshot]) -> list[_Stripe]:
 
 def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stripe]) -> list[list[tuple[str, float]]]:
     """Each stripe's hits, in the stripes' order; the stripes taken from one queue by the calling
-    thread and up to ``SCAN_THREADS - 1`` pool threads, one for each further :data:`STRIPE_ROWS` rows."""
+    thread and up to ``SCAN_THREADS - 1`` pool threads, one for each further :data:`STRIPE_ROWS` rows.
+
+    The calling thread waits only for the stripes a helper took, never for a helper to start: one
+    still queued behind another search's finds nothing left and returns, so a busy pool costs a
+    search nothing but its own scan."""
     queue = deque(enumerate(stripes))
-    found: list[list[tuple[str, float]]] = [[] for _ in stripes]
+    found: list[list[tuple[str, float]] | BaseException] = [[] for _ in stripes]
+    finished = [threading.Event() for _ in stripes]
 
     def work() -> None:
         while True:
@@ -89,17 +95,31 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
                 index, stripe = queue.popleft()
             except IndexError:
                 return
-            found[index] = scan(stripe)
+            try:
+                found[index] = scan(stripe)
+            except BaseException as exc:  # raised again in the searching thread
+                found[index] = exc
+            finally:
+                finished[index].set()
 
     rows = sum(stripe.last - stripe.first for stripe in stripes)
-    helpers = [_pool().submit(work) for _ in range(min(SCAN_THREADS, len(stripes), rows // STRIPE_ROWS) - 1)]
+    for _ in range(min(SCAN_THREADS, len(stripes), rows // STRIPE_ROWS) - 1):
+        _pool().submit(work)
     work()
-    for helper in helpers:
-        helper.result()
-    return found
+    for event in finished:
+        event.wait()
+    failed = [hits for hits in found if isinstance(hits, BaseException)]
+    if failed:
+        raise failed[0]
+    return [hits for hits in found if not isinstance(hits, BaseException)]
 
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    """The threads that help the searching one, made on first need; bounded."""
+    """The threads that help the searching one, made on first need; bounded. A forked child makes
+    its own (the parent's threads do not exist there)."""
     return ThreadPoolExecutor(max_workers=max(1, SCAN_THREADS - 1), thread_name_prefix="membridge-scan")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_pool.cache_clear)

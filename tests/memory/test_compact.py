@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -150,3 +151,43 @@ def test_big_blocks_are_scanned_in_stripes_with_the_same_answer(monkeypatch: pyt
         assert top(snapshots, query, limit) == expected
     assert len(whole[1100]) == 1000 - 143 + 200 and "c7" not in dict(whole[1100])
     assert {cid for cid, _ in whole[5][:2]} == {"c10", "c500"}  # the two rows the query is made of
+
+
+def test_a_search_never_waits_for_a_busy_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scan helper is held by other work (another search's stripes, say): the searching
+    thread scans every stripe itself and answers, rather than wait for a helper to start."""
+    vectors = unit_vectors(600, seed=17)
+    snapshots = [ScopeBlock(1, [f"c{i}" for i in range(600)], vectors, DIM).snapshot()]
+    expected = top(snapshots, vectors[0], 10)
+    monkeypatch.setattr(scan, "STRIPE_ROWS", 100)
+    pool, release = scan._pool(), threading.Event()
+    held = [pool.submit(release.wait) for _ in range(pool._max_workers)]
+    try:
+        answered: list[list[tuple[str, float]]] = []
+        searcher = threading.Thread(target=lambda: answered.append(top(snapshots, vectors[0], 10)))
+        searcher.start()
+        searcher.join(timeout=30)  # only a guard: a search that waits on the pool never returns
+        assert answered == [expected]
+    finally:
+        release.set()
+    for future in held:
+        future.result()
+
+
+def test_a_stripe_that_fails_fails_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whichever thread scans the stripe that fails, the searching thread raises its error (and
+    waits for no stripe that will never finish)."""
+    vectors = unit_vectors(600, seed=18)
+    snapshots = [ScopeBlock(1, [f"c{i}" for i in range(600)], vectors, DIM).snapshot()]
+    monkeypatch.setattr(scan, "STRIPE_ROWS", 100)
+    monkeypatch.setattr(scan, "SCAN_THREADS", 2)
+    real_best = compact.best
+
+    def best(codes: np.ndarray, *args: object) -> tuple[np.ndarray, np.ndarray]:
+        if codes.ctypes.data != snapshots[0].codes.ctypes.data:  # every stripe but the first
+            raise MemoryError("stripe lost")
+        return real_best(codes, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compact, "best", best)
+    with pytest.raises(MemoryError, match="stripe lost"):
+        top(snapshots, vectors[0], 10)
