@@ -9,7 +9,8 @@ disk (persona, a 200-line MEMORY.md), loading the history, the context trim chec
 tool cases, one ``memory_search`` call. The session is pre-filled with 1,000 stored messages.
 
 Cases: keyword-only (``embedding.provider: none``, what ``Services`` builds from config) and hybrid
-(``HashEmbedding(dim=512)`` plugged in by setting ``Services.memory`` before the agent is built),
+(``HashEmbedding(dim=512)`` plugged in by setting ``Services.memory`` before the agent is built; with
+``--embedder local`` the bundled model, built from config as a user's bot builds it),
 each with no tool call and with one ``memory_search`` call per turn; every case has auto-recall on (a
 search of the message before each model call, the default), and one hybrid case has it off: the
 difference of the two hybrid no-tool cases is what auto-recall adds (issue 38: at most 10 ms p50). The keyword-only cases also run
@@ -113,15 +114,18 @@ def prepare_workspace(root: Path, scope: str, gen: TextGenerator, *, files: int)
         (scope_dir / "memory" / f"2026-11-{day:02d}.md").write_text("\n".join(body) + "\n", encoding="utf-8")
 
 
-def build_services(root: Path, llm: InstantLLM, hybrid: bool, limits: bool = False) -> Services:
+def build_services(root: Path, llm: InstantLLM, hybrid: bool, limits: bool = False, embedder: str = "hash") -> Services:
+    """``embedder``: the hybrid cases' model, ``hash`` (a cost benchmark) or ``local`` (the bundled
+    model, built from config as a user's bot builds it)."""
+    local = hybrid and embedder == "local"
     config = parse_config({
         "workspace": str(root),
         "llm": {"api_key": "bench", "model": "instant"},
-        "embedding": {"provider": "none"},
+        "embedding": {"provider": "local" if local else "none"},
         "limits": {"daily_tokens": 10**12, "daily_turns": 10**9} if limits else {},
     })
     services = Services(config, llm=llm)
-    if hybrid:
+    if hybrid and not local:
         # Services builds its embedder from config; a plain attribute shadows the cached_property.
         services.memory = MemoryManager(  # type: ignore[misc]
             services.workspace, config.memory,
@@ -147,13 +151,13 @@ def prefill(services: Services, session_id: str, scope: str, gen: TextGenerator)
 
 async def run_case(root: Path, name: str, *, hybrid: bool, with_search: bool, turns: int, warmup: int,
                    gen: TextGenerator, queries: list[str], report: Report, metering: str = "on",
-                   recall: bool = True) -> dict[str, Any]:
+                   recall: bool = True, embedder: str = "hash") -> dict[str, Any]:
     shutil.rmtree(root / "index.db", ignore_errors=True)
     for leftover in ("index.db", "index.db-wal", "index.db-shm"):
         (root / leftover).unlink(missing_ok=True)
     shutil.rmtree(root / "vectors", ignore_errors=True)
     llm = InstantLLM(queries if with_search else None)
-    services = build_services(root, llm, hybrid, limits=metering == "limits")
+    services = build_services(root, llm, hybrid, limits=metering == "limits", embedder=embedder)
     services.memory.settings.auto_recall.enabled = recall  # memory.auto_recall: a search before each model call
     sync = services.memory.indexer.sync()
     agent = services.agent
@@ -227,6 +231,7 @@ async def main_async(args: argparse.Namespace) -> int:
     root = workdir / "ws"
     try:
         prepare_workspace(root, f"telegram-{USER_ID}", gen, files=100 if args.quick else 300)
+        hybrid_name = "hybrid HashEmbedding(512)" if args.embedder == "hash" else "hybrid local model (USE v3)"
         cases = [
             # metering off first and on between two more cases: the first case of a process is the slowest
             ("keyword-only, no tool call, metrics off", False, False, "off", True),
@@ -234,19 +239,19 @@ async def main_async(args: argparse.Namespace) -> int:
             ("keyword-only, no tool call", False, False, "on", True),
             ("keyword-only, 1 memory_search per turn, metrics off", False, True, "off", True),
             ("keyword-only, 1 memory_search per turn", False, True, "on", True),
-            ("hybrid HashEmbedding(512), no tool call, auto-recall off", True, False, "on", False),
-            ("hybrid HashEmbedding(512), no tool call", True, False, "on", True),
-            ("hybrid HashEmbedding(512), 1 memory_search per turn", True, True, "on", True),
+            (f"{hybrid_name}, no tool call, auto-recall off", True, False, "on", False),
+            (f"{hybrid_name}, no tool call", True, False, "on", True),
+            (f"{hybrid_name}, 1 memory_search per turn", True, True, "on", True),
         ]
         overhead: dict[str, float] = {}
         for name, hybrid, with_search, metering, recall in cases:
             print(f"\n== {name}", flush=True)
             detail = await run_case(root, name, hybrid=hybrid, with_search=with_search, turns=turns, warmup=warmup,
-                                    gen=gen, queries=queries, report=report, metering=metering, recall=recall)
+                                    gen=gen, queries=queries, report=report, metering=metering, recall=recall,
+                                    embedder=args.embedder)
             overhead[name] = detail["p50_ms"] - detail["llm_ms_per_turn"]
         report.add("agent auto-recall", "added to a turn p50 (hybrid, no tool call: on - off)",
-                   overhead["hybrid HashEmbedding(512), no tool call"]
-                   - overhead["hybrid HashEmbedding(512), no tool call, auto-recall off"],
+                   overhead[f"{hybrid_name}, no tool call"] - overhead[f"{hybrid_name}, no tool call, auto-recall off"],
                    "ms", target=TARGET_RECALL_ADDED_P50_MS)
         report.add("process", "peak RSS", peak_rss_mb(), "MiB")
     finally:
@@ -264,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100 measured turns per case")
     parser.add_argument("--turns", type=int, default=500, help="measured turns per case")
     parser.add_argument("--tag", help="suffix of the results file name")
+    parser.add_argument("--embedder", choices=("hash", "local"), default="hash",
+                        help="the hybrid cases' model: hash (cost only) or local (the bundled model, as the default config runs)")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 
