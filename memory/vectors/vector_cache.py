@@ -159,6 +159,7 @@ class VectorCache:
         self.budget_bytes = budget_bytes
         self._load = load
         self._blocks: OrderedDict[str, ScopeBlock] = OrderedDict()
+        self._loading: dict[str, threading.Event] = {}  # scope -> set when the load under way ends
         self._lock = threading.Lock()
 
     @property
@@ -238,14 +239,29 @@ class VectorCache:
     def _block(self, scope: str, generation: int, dim: int | None) -> ScopeBlock | None:
         """The scope's current block, loaded if stale; None if it does not fit or has another width.
 
-        The load (up to ~1 s for 80k vectors) runs outside the lock, so searches of other scopes
-        go on meanwhile; if two threads load the same scope, the newer block is kept.
+        The load (~1 s for 80k vectors, ~6 s for 600k) runs outside the lock, so searches of other
+        scopes go on meanwhile. One thread loads a scope at a time: the searches that need it while
+        it loads wait for that load rather than each read it again (the chats of a group answered at
+        once after another process's write would otherwise each hold a copy of its block).
         """
-        with self._lock:
-            block = self._blocks.get(scope)
-            if block is not None and block.generation == generation and dim in (None, block.dim):
-                self._blocks.move_to_end(scope)
-                return block
+        while True:
+            with self._lock:
+                block = self._blocks.get(scope)
+                if block is not None and block.generation == generation and dim in (None, block.dim):
+                    self._blocks.move_to_end(scope)
+                    return block
+                under_way = self._loading.get(scope)
+                if under_way is None:
+                    self._loading[scope] = threading.Event()
+                    break
+            under_way.wait()
+        try:
+            return self._load_block(scope, generation, dim)
+        finally:
+            with self._lock:
+                self._loading.pop(scope).set()
+
+    def _load_block(self, scope: str, generation: int, dim: int | None) -> ScopeBlock | None:
         builder = _Builder(self.budget_bytes, dim)
         self._load(scope, builder.add)
         block = builder.block

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from memory.vectors import compact, scan
+from memory.vectors import compact, scan, vector_cache
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.scan import top
@@ -191,3 +192,43 @@ def test_a_stripe_that_fails_fails_the_search(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(compact, "best", best)
     with pytest.raises(MemoryError, match="stripe lost"):
         top(snapshots, vectors[0], 10)
+
+
+def test_searches_of_a_scope_being_loaded_wait_for_that_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three searches need a scope at once (a group's chats after another process's write): one
+    reads it from SQLite, the others wait for that block instead of each loading a copy."""
+    scopes = Scopes(a=unit_vectors(300, seed=19))
+    state = threading.Condition()
+    loading, waiting = [], []
+    release = threading.Event()
+
+    def slow_load(scope: str, sink: RowSink) -> None:
+        with state:
+            loading.append(scope)
+            state.notify_all()
+        release.wait()
+        scopes.load(scope, sink)
+
+    class SeenWaiting(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            with state:
+                waiting.append(self)
+                state.notify_all()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(vector_cache, "threading", SimpleNamespace(Event=SeenWaiting, Lock=threading.Lock))
+    cache = VectorCache(10 * 2**20, slow_load)
+    query = unit_vectors(1, seed=20)[0]
+    answers: list[list[tuple[str, float]] | None] = []
+    searches = [threading.Thread(target=lambda: answers.append(cache.search(query, ["a"], 5, {"a": 1})))
+                for _ in range(3)]
+    for search in searches:
+        search.start()
+    with state:  # every search is in: one loading, two waiting (or, before the fix, three loading)
+        assert state.wait_for(lambda: len(loading) + len(waiting) == 3, timeout=30)
+    release.set()
+    for search in searches:
+        search.join(timeout=30)
+    assert loading == ["a"] and scopes.loads == ["a"]
+    assert len(answers) == 3 and answers[0] == answers[1] == answers[2]
+    assert_nearest(answers[0], dict(scopes.brute_force(query, ["a"], 300)), 5)
