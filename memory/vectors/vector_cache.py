@@ -262,7 +262,7 @@ class VectorCache:
                 self._loading.pop(scope).set()
 
     def _load_block(self, scope: str, generation: int, dim: int | None) -> ScopeBlock | None:
-        builder = _Builder(self.budget_bytes, dim)
+        builder = _Builder(self.budget_bytes, dim, lambda nbytes: self._make_room(scope, nbytes))
         self._load(scope, builder.add)
         block = builder.block
         if block is None and not builder.refused and dim is not None:  # no vectors yet: an empty block
@@ -277,6 +277,14 @@ class VectorCache:
             self._evict_for(block.nbytes)
             self._blocks[scope] = block
             return block
+
+    def _make_room(self, scope: str, nbytes: int) -> None:
+        """Before a load of ``scope`` allocates ``nbytes``: its stale block goes (the searches that
+        need it wait for this load) and the least recently used others as far as the budget needs,
+        so the budget holds while the load runs too."""
+        with self._lock:
+            self._blocks.pop(scope, None)
+            self._evict_for(nbytes)
 
     def _evict_for(self, extra: int, keep: str | None = None) -> None:
         """Evict least recently used blocks (never ``keep``) until ``extra`` more bytes fit."""
@@ -294,9 +302,11 @@ class _Builder:
     """A block built from a loader's batches; refuses (stops the read) as soon as it knows that the
     scope does not fit the budget, or that its vectors are not ``dim`` wide."""
 
-    def __init__(self, budget_bytes: int, dim: int | None) -> None:
+    def __init__(self, budget_bytes: int, dim: int | None, make_room: Callable[[int], None]) -> None:
+        """``make_room(nbytes)``: called once the size is known, before the block is allocated."""
         self.budget_bytes = budget_bytes
         self.dim = dim
+        self.make_room = make_room
         self.block: ScopeBlock | None = None
         self.refused = False
 
@@ -306,6 +316,7 @@ class _Builder:
             if (self.dim is not None and width != self.dim) or count * _row_bytes(width) > self.budget_bytes:
                 self.refused = True
                 return False
+            self.make_room(max(count, _MIN_CAPACITY) * _row_bytes(width))
             self.block = ScopeBlock(generation, [], np.zeros((0, width), dtype=np.float32), width, capacity=count)
         self.block.upsert(ids, vectors)
         return True

@@ -232,3 +232,25 @@ def test_searches_of_a_scope_being_loaded_wait_for_that_load(monkeypatch: pytest
     assert loading == ["a"] and scopes.loads == ["a"]
     assert len(answers) == 3 and answers[0] == answers[1] == answers[2]
     assert_nearest(answers[0], dict(scopes.brute_force(query, ["a"], 300)), 5)
+
+
+def test_a_load_makes_room_before_it_allocates() -> None:
+    """The budget holds while a scope loads: the least recently used blocks go before the new block
+    is allocated, not once it is full (a 309 MiB block beside a full cache would be twice the budget)."""
+    scopes = Scopes(a=unit_vectors(400, seed=21), b=unit_vectors(400, seed=22))
+    seen: list[tuple[str, list[str], int]] = []
+
+    def load(scope: str, sink: RowSink) -> None:
+        def watched(generation: int, count: int, ids: list[str], vectors: np.ndarray) -> bool:
+            kept = sink(generation, count, ids, vectors)
+            seen.append((scope, list(cache._blocks), cache.nbytes))
+            return kept
+
+        scopes.load(scope, watched)
+
+    cache = VectorCache(400 * (DIM + 5), load)  # one scope at a time
+    query = unit_vectors(1, seed=23)[0]
+    cache.search(query, ["a"], 5, {"a": 1})
+    cache.search(query, ["b"], 5, {"b": 1})
+    assert [entry for entry in seen if entry[0] == "b"] == [("b", [], 0)] * 3  # a went before b's first batch
+    assert list(cache._blocks) == ["b"] and cache.nbytes == 400 * (DIM + 5)
