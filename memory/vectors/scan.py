@@ -66,8 +66,9 @@ def top(snapshots: Sequence[Snapshot], query: np.ndarray, limit: int) -> list[tu
 
 
 def _stripes(snapshots: Sequence[Snapshot]) -> list[_Stripe]:
-    """The snapshots cut into stripes of at least :data:`STRIPE_ROWS` rows, about two a thread in
-    all, so that the threads end together even when the scopes differ in size."""
+    """The snapshots cut into stripes, about two a thread in all (so that the threads end together
+    even when the scopes differ in size) and none cut below :data:`STRIPE_ROWS` rows: a smaller
+    snapshot is one stripe."""
     total = sum(len(snapshot.codes) for snapshot in snapshots)
     size = max(STRIPE_ROWS, -(-total // (2 * SCAN_THREADS)))
     stripes = []
