@@ -26,6 +26,8 @@ import simsimd
 
 #: The largest code: a row's largest component (by magnitude) maps to ±127.
 _LEVELS = 127.0
+#: Rows whose peak one comparison stands for when the best rows of a scan are picked.
+_GROUP = 64
 
 
 def row_bytes(dim: int) -> int:
@@ -69,11 +71,24 @@ def best(codes: np.ndarray, scales: np.ndarray, alive: np.ndarray | None, query_
     dots = _dots(codes, scales, query_codes, query_scale)
     if alive is not None:
         dots[~alive] = -np.inf
-    take = min(limit, len(dots))
-    # the smallest of the negated: introselect is ~20x slower near the top end on real (tied) scores
-    rows = np.argpartition(-dots, take - 1)[:take]
+    rows = _best_rows(dots, min(limit, len(dots)))
     rows = rows[dots[rows] > -np.inf]
     return rows, dots[rows]
+
+
+def _best_rows(dots: np.ndarray, take: int) -> np.ndarray:
+    """The rows of the ``take`` largest ``dots``, in no particular order.
+
+    Each group of :data:`_GROUP` rows' peak comes first: at least ``take`` rows reach the
+    ``take``-th best peak, so only the few at or above it are partitioned (less than half the time
+    of partitioning every row). Partitioned negated: introselect is ~20x slower near the top end on
+    real (tied) scores."""
+    groups = len(dots) // _GROUP
+    if groups < 4 * take:
+        return np.argpartition(-dots, take - 1)[:take]
+    peaks = dots[: groups * _GROUP].reshape(groups, _GROUP).max(axis=1)
+    near = np.flatnonzero(dots >= -np.partition(-peaks, take - 1)[take - 1])
+    return near[np.argpartition(-dots[near], take - 1)[:take]]
 
 
 def _dots(codes: np.ndarray, scales: np.ndarray, query_codes: np.ndarray, query_scale: float) -> np.ndarray:

@@ -43,9 +43,11 @@ SCAN_VECTORS_OVER = 5000
 #: Vectors handed to a :data:`RowSink` at once while a scope is loaded (32 MiB at 1,024 floats).
 LOAD_BATCH = 8192
 
-RowSink = Callable[[int, int, list[str], "np.ndarray"], bool]
-"""``sink(generation, row count, entry ids, vectors)``, once a batch while a scope's vectors are
-read; False stops the read (they will not fit)."""
+RowSink = Callable[[int, int, list[tuple[str, ...]], "np.ndarray"], bool]
+"""``sink(generation, row count, owners, vectors)``, once a batch while a scope's vectors are read:
+one vector a row, with the ids of the scope's entries that have it (entries of one text share its
+vector: a line two overlapping chunks hold, a note written twice); False stops the read (they will
+not fit)."""
 
 
 class EmbeddingCache:
@@ -158,7 +160,9 @@ class EmbeddingCache:
         """Hand ``sink`` the vectors of a scope's entries embedded with ``model``, in batches of one
         snapshot, until it returns False; a scope with no vectors calls it never.
 
-        In batches, so that loading a scope holds at most one batch of float32 vectors besides what
+        Each vector once, with every entry that has it: a quarter of a scope's entries are lines
+        two overlapping chunks share, so a block in RAM holds and scans a quarter fewer rows. In
+        batches, so that loading a scope holds at most one batch of float32 vectors besides what
         ``sink`` keeps (the compact block): at 600k entries the whole float32 matrix is 1.2 GB.
         Each cached vector is a ~2 KiB blob on overflow pages: looking 70k of them up one by one
         takes ~1.5 s, reading all of the model's cache in order ~0.45 s. So a scope holding a good
@@ -167,26 +171,25 @@ class EmbeddingCache:
         with self.db.read() as conn:
             row = conn.execute("SELECT generation FROM vector_generations WHERE scope = ?", (scope,)).fetchone()
             generation = int(row[0]) if row else 0
-            owners: dict[str, list[str]] = {}  # text hash -> the scope's entries with that text
+            grouped: dict[str, list[str]] = {}  # text hash -> the scope's entries with that text
             for entry_id, hash_ in conn.execute(
                     "SELECT id, text_hash FROM entries WHERE scope = ? AND vec_model = ?", (scope, model)):
-                owners.setdefault(hash_, []).append(entry_id)
-            count = sum(len(ids) for ids in owners.values())
-            ids: list[str] = []
+                grouped.setdefault(hash_, []).append(entry_id)
+            owners: list[tuple[str, ...]] = []
             blobs: list[bytes] = []
             width = None
-            for hash_, blob in self._vector_blobs(conn, model, owners):
+            for hash_, blob in self._vector_blobs(conn, model, grouped):
                 width = width or len(blob)
                 if len(blob) != width:
                     continue  # another width: not this model's space
-                ids += owners[hash_]
-                blobs += [blob] * len(owners[hash_])
-                if len(ids) >= LOAD_BATCH:
-                    if not sink(generation, count, ids, _matrix(blobs)):
+                owners.append(tuple(grouped[hash_]))
+                blobs.append(blob)
+                if len(owners) >= LOAD_BATCH:
+                    if not sink(generation, len(grouped), owners, _matrix(blobs)):
                         return
-                    ids, blobs = [], []
-            if ids:
-                sink(generation, count, ids, _matrix(blobs))
+                    owners, blobs = [], []
+            if owners:
+                sink(generation, len(grouped), owners, _matrix(blobs))
 
     @staticmethod
     def _vector_blobs(conn: sqlite3.Connection, model: str, hashes: Mapping[str, object]) -> Iterator[tuple[str, bytes]]:

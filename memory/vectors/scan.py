@@ -14,7 +14,7 @@ import functools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -35,8 +35,13 @@ class Snapshot:
 
     codes: np.ndarray
     scales: np.ndarray
-    ids: list[str]
+    ids: list[str]  # row -> its entry, or the first of its entries
     alive: np.ndarray | None  # None: every row is live
+    shared: Mapping[int, tuple[str, ...]]  # row -> its entries, for a row that more than one has
+
+    def owners(self, row: int) -> tuple[str, ...]:
+        """The entries that have the vector of ``row``."""
+        return self.shared.get(row) or (self.ids[row],)
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,9 @@ class _Stripe:
 
 
 def top(snapshots: Sequence[Snapshot], query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-    """The ``limit`` best live rows of ``snapshots`` by their compact (approximate) similarity to
-    ``query``, best first."""
+    """The ``limit`` entries of ``snapshots`` nearest ``query`` by their rows' compact (approximate)
+    similarity, best first: the best ``limit`` rows of each stripe hold them, whichever rows are
+    shared."""
     query_codes, query_scale = compact.encode_query(np.asarray(query, dtype=np.float32))
     stripes = _stripes(snapshots)
 
@@ -57,7 +63,8 @@ def top(snapshots: Sequence[Snapshot], query: np.ndarray, limit: int) -> list[tu
         alive = None if snapshot.alive is None else snapshot.alive[first:last]
         rows, scores = compact.best(snapshot.codes[first:last], snapshot.scales[first:last], alive,
                                     query_codes, query_scale, limit)
-        return [(snapshot.ids[first + row], float(score)) for row, score in zip(rows, scores, strict=True)]
+        return [(owner, float(score)) for row, score in zip(rows.tolist(), scores.tolist(), strict=True)
+                for owner in snapshot.owners(first + row)]
 
     found = _run(scan, stripes)
     hits = [hit for stripe_hits in found for hit in stripe_hits]

@@ -49,7 +49,11 @@ def _row_bytes(dim: int) -> int:
 
 class ScopeBlock:
     """The vectors of one scope, compact (:mod:`.compact`): rows appended in place, removals marked,
-    compacted when sparse."""
+    compacted when sparse.
+
+    A row is one vector, held once for every entry that has it (:data:`RowSink`): a search scans
+    each vector once and returns each of its entries. Rows written in place (this process's own
+    writes) hold one entry each; a reload shares them again."""
 
     def __init__(self, generation: int, ids: Sequence[str], vectors: np.ndarray, dim: int, *,
                  capacity: int = 0) -> None:
@@ -58,15 +62,19 @@ class ScopeBlock:
         self.dim = dim
         self._fill_codes(ids, *compact.encode(vectors.reshape(len(ids), dim)), capacity=capacity)
 
-    def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray, *, capacity: int = 0) -> None:
+    def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray, *, capacity: int = 0,
+                    shared: Mapping[int, tuple[str, ...]] | None = None) -> None:
         count = len(ids)
         self._codes = np.zeros((max(_MIN_CAPACITY, count, capacity), self.dim), dtype=np.int8)
         self._scales = np.ones(self._codes.shape[0], dtype=np.float32)
         self._codes[:count], self._scales[:count] = codes, scales
         self._alive = np.zeros(self._codes.shape[0], dtype=bool)
         self._alive[:count] = True
-        self._ids: list[str] = list(ids)  # row -> id; a removed row keeps its id as a tombstone
+        self._live = count
+        self._ids: list[str] = list(ids)  # row -> its (first) entry; a removed row keeps it as a tombstone
+        self._shared: dict[int, tuple[str, ...]] = dict(shared or {})  # row -> its entries, when more than one
         self._row: dict[str, int] = {cid: i for i, cid in enumerate(self._ids)}
+        self._row.update((cid, row) for row, owners in self._shared.items() for cid in owners)
 
     @property
     def nbytes(self) -> int:
@@ -77,10 +85,11 @@ class ScopeBlock:
         """The capacity :meth:`upsert` of ``ids`` needs, at most ``max_rows`` (growth by a quarter
         is cut to it); the current capacity if they fit already, None if not even ``max_rows`` do.
 
-        Removed rows still count until the block is compacted (a reload drops them).
+        Removed rows still count until the block is compacted (a reload drops them), and an entry
+        that shares its row takes a row of its own when written again.
         """
         capacity = self._codes.shape[0]
-        rows = len(self._ids) + len(set(ids) - self._row.keys())
+        rows = len(self._ids) + sum(1 for cid in set(ids) if cid not in self._row or self._row[cid] in self._shared)
         if rows <= capacity:
             return capacity
         if rows > max_rows:
@@ -88,20 +97,27 @@ class ScopeBlock:
         return max(rows, min(max_rows, max(capacity + _MIN_CAPACITY, capacity * 5 // 4)))
 
     def __len__(self) -> int:
+        """Entries held (a shared row counts each of its entries)."""
         return len(self._row)
+
+    def extend(self, owners: Sequence[tuple[str, ...]], vectors: np.ndarray) -> None:
+        """Append rows of entries not held yet, each row's vector shared by its ``owners`` (a load)."""
+        first = len(self._ids)
+        self._append([group[0] for group in owners], vectors)
+        for row, group in enumerate(owners, start=first):
+            if len(group) > 1:
+                self._shared[row] = tuple(group)
+                self._row.update(dict.fromkeys(group[1:], row))
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, capacity: int | None = None) -> None:
         """Write rows in place; ``capacity`` (from :meth:`growth_for`) sets the size of a growth."""
         if capacity is not None and capacity > self._codes.shape[0]:
             self._grow(capacity)
+        if self._row.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            self._append(ids, vectors)  # all new: one write (a test builds a big block this way)
+            return
+        self.remove([cid for cid in ids if self._row.get(cid, -1) in self._shared])  # written again: its own row
         codes, scales = compact.encode(vectors.reshape(len(ids), self.dim))
-        first = len(self._ids)
-        if first + len(ids) <= self._codes.shape[0] and self._row.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
-            self._codes[first : first + len(ids)], self._scales[first : first + len(ids)] = codes, scales
-            self._alive[first : first + len(ids)] = True
-            self._ids.extend(ids)
-            self._row.update(zip(ids, range(first, first + len(ids)), strict=True))
-            return  # all new and room for them: one write (a load appends ~600k rows this way)
         for cid, code, scale in zip(ids, codes, scales, strict=True):
             row = self._row.get(cid)
             if row is None:
@@ -110,15 +126,40 @@ class ScopeBlock:
                     self._grow()
                 self._ids.append(cid)
                 self._row[cid] = row
+                self._live += 1
             self._codes[row], self._scales[row] = code, scale
             self._alive[row] = True
 
+    def _append(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """New rows of one entry each, after the filled ones, growing once if they need room."""
+        first = len(self._ids)
+        if first + len(ids) > self._codes.shape[0]:
+            self._grow(max(first + len(ids), self._codes.shape[0] * 5 // 4))
+        rows = slice(first, first + len(ids))
+        self._codes[rows], self._scales[rows] = compact.encode(vectors.reshape(len(ids), self.dim))
+        self._alive[rows] = True
+        self._live += len(ids)
+        self._ids.extend(ids)
+        self._row.update(zip(ids, range(first, first + len(ids)), strict=True))
+
     def remove(self, ids: Sequence[str]) -> None:
+        """Take entries out; a row goes (is masked) with the last of its entries."""
         for cid in ids:
             row = self._row.pop(cid, None)
-            if row is not None:
+            if row is None:
+                continue
+            owners = self._shared.get(row)
+            if owners is None:
                 self._alive[row] = False
-        if len(self._ids) > _MIN_CAPACITY and len(self._row) < len(self._ids) // 2:
+                self._live -= 1
+                continue
+            rest = tuple(owner for owner in owners if owner != cid)
+            self._ids[row] = rest[0]  # the row stays with its other entries
+            if len(rest) > 1:
+                self._shared[row] = rest
+            else:
+                del self._shared[row]
+        if len(self._ids) > _MIN_CAPACITY and self._live < len(self._ids) // 2:
             self._compact()
 
     def rows(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -131,8 +172,8 @@ class ScopeBlock:
     def snapshot(self) -> Snapshot:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
         used = len(self._ids)
-        alive = None if len(self._row) == used else self._alive[:used].copy()
-        return Snapshot(self._codes[:used], self._scales[:used], self._ids, alive)
+        alive = None if self._live == used else self._alive[:used].copy()
+        return Snapshot(self._codes[:used], self._scales[:used], self._ids, alive, self._shared)
 
     def _grow(self, rows: int | None = None) -> None:
         """``rows`` rows, by default a quarter more: a big scope's block must not double in memory
@@ -149,7 +190,8 @@ class ScopeBlock:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
-        self._fill_codes([self._ids[row] for row in keep], self._codes[keep], self._scales[keep])
+        shared = {new: self._shared[old] for new, old in enumerate(keep.tolist()) if old in self._shared}
+        self._fill_codes([self._ids[row] for row in keep], self._codes[keep], self._scales[keep], shared=shared)
 
 
 class VectorCache:
@@ -310,7 +352,7 @@ class _Builder:
         self.block: ScopeBlock | None = None
         self.refused = False
 
-    def add(self, generation: int, count: int, ids: list[str], vectors: np.ndarray) -> bool:
+    def add(self, generation: int, count: int, owners: list[tuple[str, ...]], vectors: np.ndarray) -> bool:
         width = int(vectors.shape[1])
         if self.block is None:
             if (self.dim is not None and width != self.dim) or count * _row_bytes(width) > self.budget_bytes:
@@ -318,5 +360,5 @@ class _Builder:
                 return False
             self.make_room(max(count, _MIN_CAPACITY) * _row_bytes(width))
             self.block = ScopeBlock(generation, [], np.zeros((0, width), dtype=np.float32), width, capacity=count)
-        self.block.upsert(ids, vectors)
+        self.block.extend(owners, vectors)
         return True

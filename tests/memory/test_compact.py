@@ -34,7 +34,7 @@ class Scopes:
         self.loads.append(scope)
         ids, vectors = list(self.vectors[scope]), np.array(list(self.vectors[scope].values()), dtype=np.float32)
         for start in range(0, len(ids), 150):
-            if not sink(1, len(ids), ids[start : start + 150], vectors[start : start + 150]):
+            if not sink(1, len(ids), [(cid,) for cid in ids[start : start + 150]], vectors[start : start + 150]):
                 return
 
     def brute_force(self, query: np.ndarray, scopes: Sequence[str], limit: int) -> list[tuple[str, float]]:
@@ -241,8 +241,8 @@ def test_a_load_makes_room_before_it_allocates() -> None:
     seen: list[tuple[str, list[str], int]] = []
 
     def load(scope: str, sink: RowSink) -> None:
-        def watched(generation: int, count: int, ids: list[str], vectors: np.ndarray) -> bool:
-            kept = sink(generation, count, ids, vectors)
+        def watched(generation: int, count: int, owners: list[tuple[str, ...]], vectors: np.ndarray) -> bool:
+            kept = sink(generation, count, owners, vectors)
             seen.append((scope, list(cache._blocks), cache.nbytes))
             return kept
 

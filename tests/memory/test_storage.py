@@ -105,7 +105,7 @@ def test_scope_vectors_are_the_embedded_entries_of_the_model(storage, embed_cach
         storage.mark_embedded(conn, [r[0] for r in rows[:-1]], "m1")  # the last is not embedded yet
         embed_cache.bump_generations(conn, ["alice"])
     generation, count, entry_ids, matrix = scope_vectors(embed_cache, "alice", "m1")
-    assert (generation, count) == (1, len(rows) - 1)
+    assert (generation, count) == (1, len({h for _id, h in rows[:-1]}))  # a vector a row
     assert sorted(entry_ids) == sorted(r[0] for r in rows[:-1])
     by_id = dict(zip(entry_ids, matrix, strict=True))
     for entry_id, hash_ in rows[:-1]:
@@ -119,7 +119,9 @@ def scope_vectors(embed_cache, scope: str, model: str) -> tuple[int, int, list[s
     embed_cache.scope_vectors(scope, model, lambda *batch: batches.append(batch) or True)
     if not batches:
         return 0, 0, [], np.zeros((0, 0), dtype=np.float32)
-    return batches[0][0], batches[0][1], [i for b in batches for i in b[2]], np.vstack([b[3] for b in batches])
+    ids = [cid for b in batches for owners in b[2] for cid in owners]
+    matrix = np.vstack([np.repeat(b[3], [len(owners) for owners in b[2]], axis=0) for b in batches])
+    return batches[0][0], batches[0][1], ids, matrix
 
 
 @pytest.mark.parametrize("scan_over", [5000, 0])
@@ -131,12 +133,16 @@ def test_a_scope_is_read_in_batches_and_a_refusing_sink_stops_the_read(storage, 
     with storage.db.transaction() as conn:
         embed_cache.store_vectors(conn, "m1", {h: np.full(4, 1.0, dtype=np.float32) for _id, h in rows})
         storage.mark_embedded(conn, [r[0] for r in rows], "m1")
-    sizes: list[int] = []
-    embed_cache.scope_vectors("alice", "m1", lambda _g, _c, ids, _v: sizes.append(len(ids)) or True)
-    assert sum(sizes) == len(rows) and max(sizes) <= 2  # an entry shares its text with at most a twin
+    batches: list[list[tuple[str, ...]]] = []
+    embed_cache.scope_vectors("alice", "m1", lambda _g, _c, owners, _v: batches.append(owners) or True)
+    by_text: dict[str, set[str]] = {}
+    for entry_id, hash_ in rows:
+        by_text.setdefault(hash_, set()).add(entry_id)
+    assert [len(owners) for owners in batches] == [1] * len(by_text)  # a vector a batch of one
+    assert sorted(sorted(owners[0]) for owners in batches) == sorted(sorted(ids) for ids in by_text.values())
     refused: list[int] = []
-    embed_cache.scope_vectors("alice", "m1", lambda _g, count, ids, _v: refused.append(count) and False)
-    assert refused == [len(rows)]  # told the whole count with the first batch, and read no further
+    embed_cache.scope_vectors("alice", "m1", lambda _g, count, _o, _v: refused.append(count) and False)
+    assert refused == [len({h for _id, h in rows})]  # told the whole count with the first batch, and read no further
     with storage.db.transaction() as conn:  # the snapshot was closed: writes go on
         embed_cache.bump_generations(conn, ["alice"])
 

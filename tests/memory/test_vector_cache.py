@@ -64,7 +64,7 @@ class Loader:
         self.calls.append(scope)
         generation, ids, vectors = self.data.get(scope, (0, [], np.zeros((0, 0), dtype=np.float32)))
         if ids:
-            sink(generation, len(ids), list(ids), vectors)
+            sink(generation, len(ids), [(cid,) for cid in ids], vectors)
 
 
 def test_search_finds_the_nearest_across_scopes() -> None:
@@ -139,6 +139,27 @@ def test_blocks_grow_and_compact_without_losing_rows() -> None:
     assert block.rows(["c5"])[0] == []
 
 
+def test_entries_of_one_text_share_a_row_until_one_is_written_again() -> None:
+    """A load hands a vector once with every entry that has it (a line two overlapping chunks
+    hold): one row is scanned, each entry is found at its score, and the row stays as long as one
+    of them does."""
+    vectors = unit_vectors(3)
+    block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
+    block.extend([("a1", "a2", "a3"), ("b",)], vectors[:2])
+    assert len(block) == 4 and block.snapshot().codes.shape[0] == 2
+    hits = top([block.snapshot()], vectors[0], 10)
+    assert [cid for cid, _ in hits] == ["a1", "a2", "a3", "b"] and len({score for _, score in hits[:3]}) == 1
+    assert [cid for cid, _ in top([block.snapshot()], vectors[0], 2)] == ["a1", "a2"]  # the limit counts entries
+    block.remove(["a1"])
+    assert [cid for cid, _ in top([block.snapshot()], vectors[0], 10)] == ["a2", "a3", "b"]
+    block.upsert(["a2"], vectors[2:3])  # a2's text changed: it leaves the shared row for one of its own
+    assert_decoded(block.rows(["a2", "a3"])[1], vectors[[2, 0]])
+    assert block.snapshot().codes.shape[0] == 3
+    block.remove(["a3"])  # the last entry of the row: the row goes
+    assert sorted(cid for cid, _ in top([block.snapshot()], vectors[0], 10)) == ["a2", "b"]
+    assert len(block) == 2
+
+
 def test_removed_rows_never_come_back_from_search() -> None:
     vectors = unit_vectors(10)
     ids = [f"c{i}" for i in range(10)]
@@ -181,7 +202,8 @@ def test_in_place_writes_never_hold_more_than_the_budget() -> None:
     def load(scope: str, sink: RowSink) -> None:
         ids = list(truth[scope])
         if ids:
-            sink(gens[scope], len(ids), ids, np.array([truth[scope][cid] for cid in ids], dtype=np.float32))
+            sink(gens[scope], len(ids), [(cid,) for cid in ids],
+                 np.array([truth[scope][cid] for cid in ids], dtype=np.float32))
 
     def vectors(count: int) -> np.ndarray:
         return normalise(rng.normal(size=(count, dim))).astype(np.float32)
@@ -264,6 +286,27 @@ def test_manager_search_matches_lancedb_exact_scan(workspace, make_manager) -> N
         assert len(above) >= 5
         assert all(abs(dict(from_ram)[cid] - lance_scores[cid]) < SCAN_ERROR for cid in above)
         assert all(cid.startswith("alice") or "bob" not in cid for cid, _ in from_ram)
+
+
+def test_a_line_two_chunks_share_is_one_row_and_found_in_both(workspace, make_manager) -> None:
+    """Consecutive chunks share their boundary lines (``chunk_overlap_lines``): the block holds such
+    a line's vector once, and a search returns it for both chunks, as LanceDB's exact scan does."""
+    lines = [f"- day note {i}: {' '.join(f'term{(i * 11 + j) % 89}' for j in range(5))}" for i in range(40)]
+    write(workspace, "alice", "memory/2026-11-01.md", "\n".join(lines) + "\n")
+    manager = make_manager(chunk_max_chars=300)
+    manager.indexer.sync()
+    assert manager.vector_cache is not None and manager.vectors is not None
+    entries = manager.storage.db.query("SELECT id, text_hash FROM entries WHERE scope = 'alice'")
+    assert len({h for _, h in entries}) < len(entries)  # the chunks overlap
+    query = manager.retriever._query_vector(lines[0][2:])
+    assert manager.vector_cache.preload("alice", manager.embed_cache.generations(["alice"])["alice"])
+    block = manager.vector_cache._blocks["alice"]
+    assert len(block) == len(entries) and block.snapshot().codes.shape[0] == len({h for _, h in entries})
+    from_ram = manager.vector_cache.search(query, ["alice"], len(entries), manager.embed_cache.generations(["alice"]))
+    from_lance = manager.vectors.search(query, ["alice"], len(entries), exact=True)
+    assert from_ram is not None and {cid for cid, _ in from_ram} == {cid for cid, _ in from_lance}
+    lance_scores = dict(from_lance)
+    assert all(abs(score - lance_scores[cid]) < SCAN_ERROR for cid, score in from_ram)
 
 
 def test_a_sync_by_another_process_is_seen_by_the_next_search(workspace, make_manager) -> None:
@@ -367,10 +410,13 @@ def test_warm_does_nothing_without_vectors(workspace, make_manager) -> None:
 @given(st.lists(st.tuples(st.sampled_from(["upsert", "remove"]), st.lists(st.integers(0, 150), max_size=40)),
                 max_size=25))
 def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
-    """Upserts and removals in any order (growth, tombstones, compaction): the block stays exact."""
+    """Upserts and removals in any order (growth, tombstones, compaction) after a load whose rows
+    are shared by up to three entries each: the block stays exact."""
     pool = unit_vectors(151, seed=9)
     block = ScopeBlock(1, [], np.zeros((0, DIM), dtype=np.float32), DIM)
-    truth: dict[str, np.ndarray] = {}
+    groups = [tuple(f"c{n}" for n in range(first, min(first + 1 + first % 3, 151))) for first in range(100, 151, 3)]
+    block.extend(groups, pool[100 : 100 + len(groups)])
+    truth: dict[str, np.ndarray] = {cid: pool[100 + row] for row, group in enumerate(groups) for cid in group}
     for step, (kind, numbers) in enumerate(operations):
         ids = [f"c{n}" for n in dict.fromkeys(numbers)]
         if kind == "upsert":
