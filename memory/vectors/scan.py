@@ -117,7 +117,7 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
                 finished[index].set()
 
     rows = sum(stripe.last - stripe.first for stripe in stripes)
-    for _ in range(min(SCAN_THREADS, len(stripes), rows // STRIPE_ROWS) - 1):
+    for _ in range(min(SCAN_THREADS, len(stripes), round(rows / STRIPE_ROWS)) - 1):
         _pool().submit(work)
     work()
     for event in finished:
