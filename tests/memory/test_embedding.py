@@ -78,7 +78,7 @@ class _LocalModel(LocalEmbedding):
             raise OSError("model file is truncated")
         return object()
 
-    def _vectors(self, model: object, texts: list[str], *, query: bool) -> np.ndarray:
+    def _vectors(self, model: object, texts: list[str], *, query: bool, threads: int | None) -> np.ndarray:
         return np.ones((len(texts), 8), dtype=np.float32)
 
 

@@ -119,10 +119,10 @@ def test_an_unwritable_cache_folder_still_gives_a_tokenizer(tmp_path: Path, pars
     assert f"could not write the tokenizer cache {blocked / CACHE_NAME}" in caplog.text
 
 
-def test_a_question_is_embedded_on_one_blas_thread_and_a_batch_on_more(tmp_path: Path) -> None:
-    """The BLAS threads a question would wake spin for a while after it, holding the core the
-    search's scan needs next (bench/README.md "A question on one thread"); a sync's batch is worth
-    sharing out."""
+def test_a_question_runs_on_the_threads_it_is_given_and_a_batch_on_two(tmp_path: Path) -> None:
+    """A search whose scan will take both cores embeds its question on one BLAS thread (the threads
+    a call wakes spin for a while after it: bench/README.md "A question on one thread"); a sync's
+    batch, and a question before a one-thread scan, share the work out."""
     embedder = LocalEmbedding(cache_dir=tmp_path)
     embedder.embed(["load the model"])
     model = embedder._model
@@ -133,7 +133,8 @@ def test_a_question_is_embedded_on_one_blas_thread_and_a_batch_on_more(tmp_path:
         return encode(texts)
 
     model._encode = watched
-    embedder.embed_query("When is the user's birthday?")
+    one = embedder.embed_query("When is the user's birthday?", threads=1)
     embedder.embed(TEXTS)
-    embedder.embed_query("What did Alice say about the trip?")
-    assert seen == [1, 2, 1]
+    two = embedder.embed_query("When is the user's birthday?")
+    assert seen == [1, 2, 2]
+    assert one.tobytes() == two.tobytes()  # the same vector either way

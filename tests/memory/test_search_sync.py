@@ -23,7 +23,7 @@ class GatedEmbedding(HashEmbedding):
         assert self.gate.wait(30), "the test never opened the gate"
         return super().embed(texts)
 
-    def embed_query(self, text):  # type: ignore[no-untyped-def]
+    def embed_query(self, text, *, threads=None):  # type: ignore[no-untyped-def]
         return super().embed([text])[0]
 
 

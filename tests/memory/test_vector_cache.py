@@ -436,3 +436,31 @@ def test_any_sequence_of_changes_searches_like_brute_force(operations) -> None:
     for cid, vector in truth.items():  # the compact scores and rows are the truth's within a code step
         assert got[cid] == pytest.approx(float(vector @ query), abs=0.02)
         assert_decoded(block.rows([cid])[1], vector)
+
+
+class _ThreadsSeen(HashEmbedding):
+    """Records the thread limit each question is embedded with."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=DIM, model_id="hash:threads")
+        self.asked: list[int | None] = []
+
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
+        self.asked.append(threads)
+        return super().embed_query(text)
+
+
+def test_a_question_before_a_scan_on_both_cores_is_embedded_on_one_thread(workspace, make_manager,
+                                                                         monkeypatch) -> None:
+    """Threads a model wakes spin after the call: a scan that needs the second core gets it; a
+    one-thread scan leaves the model both."""
+    write(workspace, "alice", "memory/2026-11-01.md", "".join(f"- note {i} about topic {i % 7}\n" for i in range(60)))
+    embedder = _ThreadsSeen()
+    manager = make_manager(embedder=embedder)
+    manager.indexer.sync()
+    rows = manager.retriever.vector_rows(["alice", KNOWLEDGE_SCOPE])
+    monkeypatch.setattr("memory.vectors.scan.SCAN_THREADS", 2)
+    manager.search("topic three", "alice")
+    monkeypatch.setattr("memory.vectors.scan.STRIPE_ROWS", max(1, rows // 2))  # the scope now fills two stripes
+    manager.search("topic four", "alice")
+    assert embedder.asked == [None, 1]
