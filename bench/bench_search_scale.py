@@ -8,7 +8,10 @@ rebuilds that index three times (keyword, hybrid, ANN phases): on the shared 2-c
 sync of B takes ~17 minutes, so this script measures the search side alone on the index as it is.
 With ``--embedder local`` the index is the bundled model's, as a user's ``membridge memory sync``
 of the same files builds it with the default config (real sentence vectors: what a big block's
-heads, :mod:`memory.vectors.heads`, are for), and the questions are embedded by that model.
+heads, :mod:`memory.vectors.heads`, are for), and the questions are embedded by that model. To
+build it: ``common.generate_workspace(DIR, WorkspaceSpec(files=1000, chunks_per_file=100))``, a
+config file holding ``workspace: DIR`` (and any ``llm`` values), then ``python -m bridge --config
+FILE memory sync`` (~23 minutes on the 2-core guest); pass ``DIR`` here.
 
 Per scope (the user scope and the big scope, each with the knowledge base): the first search
 (which loads the scope's vectors into RAM), then p50/p95 of wall and CPU time (``process_time``:
