@@ -154,12 +154,13 @@ class Retriever:
 
     # ------------------------------------------------------------ candidates
     def _gather(self, query: str, scopes: Sequence[str], window: TimeWindow | None, depth: int) -> _Candidates:
-        query_vector = self._query_vector(query, threads_for(self.vector_rows(scopes)))
+        rows = self.vector_rows(scopes) if self.vectors is not None else 0  # the vector scan's size, read once
+        query_vector = self._query_vector(query, threads_for(rows))
         found = _Candidates({}, {}, hybrid=query_vector is not None, weights={}, query_vector=query_vector)
         from_ram = False
         if query_vector is not None:
             try:
-                hits, from_ram = self._vector_hits(query_vector, scopes, depth * ENTRIES_PER_CANDIDATE)
+                hits, from_ram = self._vector_hits(query_vector, scopes, depth * ENTRIES_PER_CANDIDATE, rows)
             except Exception as exc:
                 log.warning("vector search failed, using keywords only: %s", exc)
                 hits, query_vector, found.hybrid, found.query_vector = [], None, False, None
@@ -210,12 +211,11 @@ class Retriever:
         return sum(counts.get(scope, 0) for scope in set(scopes))
 
     def _vector_hits(
-        self, query_vector: np.ndarray, scopes: Sequence[str], limit: int
+        self, query_vector: np.ndarray, scopes: Sequence[str], limit: int, rows: int
     ) -> tuple[list[tuple[str, float]], bool]:
-        """(hits, whether from RAM): exact from RAM when the scopes fit the vector cache; else
-        LanceDB (an exact scan when they are few, else its ANN index)."""
+        """(hits, whether from RAM): exact from RAM when the scopes (``rows`` vectors) fit the
+        vector cache; else LanceDB (an exact scan when they are few, else its ANN index)."""
         assert self.vectors is not None
-        rows = self.vector_rows(scopes)
         cache = self.vector_cache
         if cache is not None and cache.fits(rows, int(query_vector.shape[0])):
             hits = cache.search(query_vector, scopes, limit, self.embed_cache.generations(scopes))

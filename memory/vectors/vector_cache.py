@@ -157,7 +157,7 @@ class ScopeBlock:
         if capacity is not None and capacity > self._codes.shape[0]:
             self._grow(capacity)
         if self._row.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
-            self._append(ids, vectors)  # all new: one write (a test builds a big block this way)
+            self._append(ids, vectors)  # all new (a sync's new entries): one write
             return
         self.remove([cid for cid in ids if self._row.get(cid, -1) in self._shared])  # written again: its own row
         codes, scales = compact.encode(vectors.reshape(len(ids), self.dim))
@@ -226,24 +226,22 @@ class ScopeBlock:
         for one new note."""
         capacity = self._codes.shape[0]
         rows = rows if rows is not None else max(capacity + _MIN_CAPACITY, capacity * 5 // 4)
-        bigger = np.zeros((rows, self.dim), dtype=np.int8)
-        bigger[: self._codes.shape[0]] = self._codes
-        scales = np.ones(rows, dtype=np.float32)
-        scales[: self._scales.shape[0]] = self._scales
-        alive = np.zeros(rows, dtype=bool)
-        alive[: self._alive.shape[0]] = self._alive
+        self._codes, self._scales = _enlarged(self._codes, rows, 0), _enlarged(self._scales, rows, 1)
+        self._alive = _enlarged(self._alive, rows, False)
         if self._axes is not None:
-            head_codes = np.zeros((rows, self._head_codes.shape[1]), dtype=np.int8)
-            head_codes[: self._head_codes.shape[0]] = self._head_codes
-            head_scales = np.ones(rows, dtype=np.float32)
-            head_scales[: self._head_scales.shape[0]] = self._head_scales
-            self._head_codes, self._head_scales = head_codes, head_scales
-        self._codes, self._scales, self._alive = bigger, scales, alive
+            self._head_codes, self._head_scales = _enlarged(self._head_codes, rows, 0), _enlarged(self._head_scales, rows, 1)
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
         shared = {new: self._shared[old] for new, old in enumerate(keep.tolist()) if old in self._shared}
         self._fill_codes([self._ids[row] for row in keep], self._codes[keep], self._scales[keep], shared=shared)
+
+
+def _enlarged(array: np.ndarray, rows: int, fill: float) -> np.ndarray:
+    """A copy of ``array`` with ``rows`` rows: its own first, ``fill`` after them."""
+    bigger = np.full((rows, *array.shape[1:]), fill, dtype=array.dtype)
+    bigger[: array.shape[0]] = array
+    return bigger
 
 
 class VectorCache:
