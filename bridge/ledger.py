@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -39,6 +40,11 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 CREATE INDEX IF NOT EXISTS {TABLE}_updated ON {TABLE} (updated_at);
 """
 RETENTION_S = 7 * 86400
+
+#: True while :meth:`TurnLedger.mark_sent` writes. A write guard that refuses work past a deadline
+#: (a cluster shard's lease clock) lets this record through: the answer is out already, and refusing
+#: the record would only get it sent a second time by whoever reads the ledger next.
+RECORDING_SENT: ContextVar[bool] = ContextVar("recording_sent", default=False)
 
 
 class TurnState(StrEnum):
@@ -96,12 +102,16 @@ class TurnLedger:
         self._put(conn, key, TurnState.ANSWERED, reply, markdown)
 
     def mark_sent(self, key: str) -> None:
-        with self.db.transaction() as conn:
-            conn.execute(
-                f"INSERT INTO {TABLE} (message_key, state, updated_at) VALUES (?, ?, ?) ON CONFLICT (message_key)"
-                " DO UPDATE SET state = excluded.state, reply = NULL, updated_at = excluded.updated_at",
-                (key, TurnState.SENT.value, time.time()),
-            )
+        recording = RECORDING_SENT.set(True)
+        try:
+            with self.db.transaction() as conn:
+                conn.execute(
+                    f"INSERT INTO {TABLE} (message_key, state, updated_at) VALUES (?, ?, ?) ON CONFLICT (message_key)"
+                    " DO UPDATE SET state = excluded.state, reply = NULL, updated_at = excluded.updated_at",
+                    (key, TurnState.SENT.value, time.time()),
+                )
+        finally:
+            RECORDING_SENT.reset(recording)
 
     def prune(self, now: float | None = None) -> int:
         """Forget rows older than :data:`RETENTION_S`, whatever their state: the table must not grow

@@ -6,7 +6,9 @@ message the shard's next holder answers too:
 
 - **its own clock.** A renewal sent at ``t`` keeps the lease in Redis until at least ``t + TTL``, so
   the worker stops writing and sending at ``t + TTL × LOCAL_SHARE`` unless a later renewal succeeds
-  first. The next holder can only claim the shard after the lease expired, later still.
+  first. The next holder can only claim the shard after the lease expired, later still. One write
+  goes on past that deadline: the ledger's record that a reply went out
+  (:data:`bridge.ledger.RECORDING_SENT`), which only a newer token refuses.
 - **the token, in the shard.** Each grant carries a number that only grows (:mod:`.leases`). The
   holder writes its token into the shard's SQLite when it opens the shard, under the workspace lock;
   every later write transaction and every write under the workspace lock first reads it back and is
@@ -28,7 +30,7 @@ from channels import Channel, IncomingMessage, MessageHandler, OutgoingFile, Rep
 from memory import Database, WorkspaceLock
 
 from .. import offload
-from ..ledger import TurnAbandoned
+from ..ledger import RECORDING_SENT, TurnAbandoned
 
 #: Share of the lease TTL, counted from the moment a renewal was sent, after which a worker that
 #: heard nothing back stops work on the shard. Renewals go every third of the TTL, so one late or
@@ -117,7 +119,8 @@ class ShardFence(LeaseClock):
         lock.guard = self.check
 
     def _guard_transaction(self, conn: sqlite3.Connection) -> None:
-        self._check_clock()
+        if not RECORDING_SENT.get():  # a reply already out is recorded past the clock (see RECORDING_SENT)
+            self._check_clock()
         self._check_stored(conn.execute("SELECT token FROM cluster_fence WHERE id = 0").fetchall())
 
     def _check_clock(self) -> None:

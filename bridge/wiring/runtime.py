@@ -18,11 +18,12 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from typing import TypeVar
 
-from channels import Channel, IncomingMessage, Reply
+from channels import Channel, IncomingMessage, OutgoingFile, Reply
 from channels.ordering import ChatLanes, RecentKeys
 from plugins import Action, Event, EventContext, PluginRegistry
 
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 status = logging.getLogger(STATUS_LOGGER)  # the start and stop lines of `membridge run`
 
 
+T = TypeVar("T")
+SORRY = Reply("Sorry, something went wrong with that message.", markdown=False)
 WARM_SCOPES_DAYS = 7  # chats active this recently get their vectors loaded at start-up
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -46,6 +49,23 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def clean_text(text: str) -> str:
     """Drop NUL and other control characters (never meaningful in chat, trouble in files and logs)."""
     return _CONTROL.sub("", text)
+
+
+def _discard(file: OutgoingFile | None) -> None:
+    """Delete ``file`` if it was made for one reply (``temporary``): sent, dropped or failed."""
+    if file is not None and file.temporary:
+        file.path.unlink(missing_ok=True)
+
+
+async def _to_the_end(step: Awaitable[T]) -> T:
+    """Run ``step`` to its end even when the caller is cancelled meanwhile; the cancellation is
+    raised once the step is done (a second one stops the waiting, not the step)."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 class Bridge:
@@ -92,30 +112,55 @@ class Bridge:
         gets a turn, one whose user message is stored resumes from it, one whose answer is stored
         gets that answer sent, one already sent nothing. A failure is told to the user and the chat
         goes on; either way the message is recorded sent. Returns what a turn sent now (None: no turn
-        ran). :class:`~bridge.ledger.TurnAbandoned` goes to the caller with nothing recorded."""
+        ran). :class:`~bridge.ledger.TurnAbandoned` goes to the caller with nothing recorded.
+
+        A turn may be cancelled (a stop's grace ran out, a cluster shard handed back) until its
+        answer starts to go out; from then on it runs to its end, sent and recorded, and only then
+        is the cancellation raised: cut between the two, the platform's redelivery would find the
+        answer stored and not sent, and the person would get it twice."""
         ledger = self.services.ledger
         record = await offload.run(ledger.get, message.dedupe_key)
-        sent: Reply | None = None
+        turn: Reply | None = None
         try:
             if record is None:
-                sent = await self.process(channel, message)
+                turn = answer = await self.process(channel, message)
             elif record.state is TurnState.STARTED:
-                sent = await self.process(channel, await offload.run(self._as_stored, message, record))
+                turn = answer = await self.process(channel, await offload.run(self._as_stored, message, record))
             elif record.state is TurnState.ANSWERED and record.reply is not None:
                 log.info("resending the stored answer to %s", message.dedupe_key)
-                await channel.send(Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
-                                         markdown=record.markdown), message)
+                answer = Reply(record.reply, thread_id=message.thread_id, reply_to=message.message_id,
+                               markdown=record.markdown)
             else:
                 log.info("redelivered %s was answered before; not answered again", message.dedupe_key)
                 await self._count_duplicate(message)
+                answer = None
         except TurnAbandoned:
             raise
         except Exception:
             log.exception("message %s failed", message.dedupe_key)
-            await self._send_quietly(channel, Reply("Sorry, something went wrong with that message.",
-                                                    markdown=False), message)
-        await offload.run(ledger.mark_sent, message.dedupe_key)
-        return sent
+            turn, answer = None, SORRY
+        delivered = await _to_the_end(self._deliver(channel, message, answer))
+        return turn if delivered else None
+
+    async def _deliver(self, channel: Channel, message: IncomingMessage, answer: Reply | None) -> bool:
+        """Send ``answer`` (and its file), then record the message sent; a send that fails is told
+        to the user as a failure. The one place a message's answer goes out. False: it failed."""
+        delivered = True
+        try:
+            if answer is not None:
+                await channel.send(answer, message)
+                if answer.file is not None:
+                    await channel.send_file(answer.file, message)
+        except TurnAbandoned:
+            raise
+        except Exception:
+            log.exception("message %s: its answer could not be sent", message.dedupe_key)
+            await self._send_quietly(channel, SORRY, message)
+            delivered = False
+        finally:
+            _discard(answer.file if answer is not None else None)
+        await offload.run(self.services.ledger.mark_sent, message.dedupe_key)
+        return delivered
 
     def _as_stored(self, message: IncomingMessage, record: TurnRecord) -> IncomingMessage:
         """A redelivered message whose user turn is stored, as it was stored: its attachments were
@@ -146,21 +191,19 @@ class Bridge:
                             host=self.services)
 
     async def process(self, channel: Channel, message: IncomingMessage) -> Reply | None:
-        """One message through the plugins and the agent; returns what was sent (None: nothing)."""
+        """One message through the plugins and the agent: the answer to send (None: nothing), not sent
+        yet (:meth:`answer_once` sends it)."""
         message = replace(message, text=clean_text(message.text))
         limit = self.services.config.bridge.max_message_chars
         if len(message.text) > limit:
-            reply = Reply(f"That message is too long for me ({len(message.text):,} characters; the limit is "
-                          f"{limit:,}). Please send a shorter one or split it.", reply_to=message.message_id,
-                          markdown=False)
-            await channel.send(reply, message)
-            return reply
+            return Reply(f"That message is too long for me ({len(message.text):,} characters; the limit is "
+                         f"{limit:,}). Please send a shorter one or split it.", reply_to=message.message_id,
+                         markdown=False)
         images: tuple[str, ...] = ()
         if message.attachments:
             async with channel.working(message):
                 prepared = await self.services.media.prepare(message, self.services.agent.identify(message))
             if isinstance(prepared, Reply):
-                await channel.send(prepared, message)
                 return prepared
             message, images = prepared.message, prepared.images
         if not message.text.strip():
@@ -177,14 +220,11 @@ class Bridge:
         try:
             await self.plugins.dispatch(Event.DECORATE, ctx)
             await self.plugins.dispatch(Event.SEND, ctx)
-            if ctx.reply is not None:
-                await channel.send(ctx.reply, message)
-                if ctx.reply.file is not None:
-                    await channel.send_file(ctx.reply.file, message)
-        finally:
-            for file in {made, ctx.reply.file if ctx.reply else None}:
-                if file is not None and file.temporary:
-                    file.path.unlink(missing_ok=True)
+        except BaseException:
+            _discard(made)
+            raise
+        if ctx.reply is None or ctx.reply.file is not made:
+            _discard(made)  # a plugin dropped the reply or replaced the file the turn made
         return ctx.reply
 
     async def _send_quietly(self, channel: Channel, reply: Reply, message: IncomingMessage) -> None:

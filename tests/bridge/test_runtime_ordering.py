@@ -11,9 +11,11 @@ import asyncio
 from fakes import HANG_GUARD_S
 from support.bot import dm, make_services
 from support.channel import RecordingChannel
+from support.logs import watching
 
 from bridge.conversation import session_key
 from bridge.wiring.runtime import Bridge
+from channels import IncomingMessage, Reply
 from plugins import Action, EventContext, Plugin, PluginRegistry
 
 
@@ -145,6 +147,51 @@ async def test_shutdown_cancels_a_turn_still_running_after_the_grace(tmp_path, f
     assert gate.running == 0 and gate.entered == ["stuck"] and channel.sent == []
     assert channel.accepted_keys == []  # neither may be confirmed: the platform delivers both again
 
+
+
+class SlowPlatform(RecordingChannel):
+    """A send reaches the platform at once (recorded) and its response comes when the test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sending = asyncio.Event()
+        self.respond = asyncio.Event()
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        await super().send(reply, to)
+        self.sending.set()
+        await self.respond.wait()
+
+
+async def test_a_stop_while_the_answer_goes_out_waits_for_it_and_the_redelivery_sends_nothing(
+        tmp_path, fake_llm) -> None:
+    """A stop's grace runs out while a reply is on its way to the platform: the turn is not cut
+    there (the platform has the reply; cut before it is recorded sent, the redelivery would send the
+    stored answer again) but finishes, and the next start's redelivery sends nothing."""
+    fake_llm.reply("Noted: locker 12.")
+    services = make_services(tmp_path / "ws", fake_llm.base_url, bridge__shutdown_grace_s=0)
+    channel = SlowPlatform()
+    bridge = Bridge(services, [channel], PluginRegistry([]))
+    await bridge.start(timer=False)
+    message = dm("my locker is 12", user="1")
+    await channel.push(message)
+    await asyncio.wait_for(channel.sending.wait(), HANG_GUARD_S)
+    with watching("channels.ordering", "still busy at stop") as cancelled:
+        stopping = asyncio.create_task(bridge.shutdown())
+        assert await asyncio.to_thread(cancelled.seen.wait, HANG_GUARD_S)  # the grace is over: the lane is cancelled
+    channel.respond.set()
+    await asyncio.wait_for(stopping, HANG_GUARD_S)
+    assert channel.texts() == ["Noted: locker 12."]
+
+    again = RecordingChannel()
+    restarted = Bridge(make_services(tmp_path / "ws", fake_llm.base_url), [again], PluginRegistry([]))
+    await restarted.start(timer=False)
+    try:
+        await again.push(message)  # delivered again (a shard's next holder, a platform that was not told)
+        assert await again.wait_accepted(1) == [message.dedupe_key]
+        assert again.sent == [] and len(fake_llm.requests) == 1
+    finally:
+        await restarted.shutdown()
 
 async def test_a_message_is_accepted_once_its_turn_stored_it_and_a_redelivery_not_before(tmp_path, fake_llm) -> None:
     """What the channel may confirm to its platform: a message held before its turn stored it is

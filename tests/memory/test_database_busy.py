@@ -7,10 +7,10 @@ the lock is free. Before, it failed with "database is locked" and the message wa
 
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 
+from support.logs import watching
 from support.sqlite_locker import write_lock_held
 
 import memory.index.database as database
@@ -19,22 +19,10 @@ from memory.conversations.conversations import ConversationStore
 from memory.index.database import Database
 
 
-class _Seen(logging.Handler):
-    def __init__(self, needle: str) -> None:
-        super().__init__()
-        self.needle, self.seen = needle, threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.needle in record.getMessage():
-            self.seen.set()
-
-
 def test_a_write_waits_out_a_lock_held_past_the_busy_timeout(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(database, "BUSY_TIMEOUT_S", 0.2, raising=False)
     store = ConversationStore(Database(tmp_path / "index.db"))
     store.ensure_session("alice|chat", "alice")
-    waiting = _Seen("still waiting for the write lock")
-    logging.getLogger("memory.index.database").addHandler(waiting)
     outcome: dict[str, object] = {}
 
     def write() -> None:
@@ -44,14 +32,12 @@ def test_a_write_waits_out_a_lock_held_past_the_busy_timeout(tmp_path: Path, mon
             outcome["error"] = exc
 
     writer = threading.Thread(target=write)
-    try:
+    with watching("memory.index.database", "still waiting for the write lock") as waiting:
         with write_lock_held(tmp_path / "index.db") as release:
             writer.start()
             assert waiting.seen.wait(60), f"the write never said it was waiting: {outcome}"
             assert writer.is_alive()  # waiting, not failed
             release()
         writer.join(60)
-    finally:
-        logging.getLogger("memory.index.database").removeHandler(waiting)
     assert outcome == {"seqs": [1]}
     assert [t.text for t in store.messages_between("alice|chat", 1, 1)] == ["hello"]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TypeVar
 
 from fakes import HANG_GUARD_S
 
 from channels import Channel, IncomingMessage, MessageHandler, OutgoingFile, Reply
+
+T = TypeVar("T")
 
 
 class RecordingChannel(Channel):
@@ -20,6 +24,7 @@ class RecordingChannel(Channel):
 
     def accepted(self, message: IncomingMessage) -> None:
         self.accepted_keys.append(message.dedupe_key)
+        self._new.set()
 
     async def start(self, on_message: MessageHandler) -> None:
         self._handler = on_message
@@ -38,26 +43,27 @@ class RecordingChannel(Channel):
         assert self._handler is not None, "channel not started"
         await self._handler(message)
 
-    async def wait_sent(self, count: int, timeout: float = HANG_GUARD_S) -> list[tuple[Reply, IncomingMessage]]:
-        async def until() -> None:
-            while len(self.sent) < count:
+    async def _until(self, done: Callable[[], T | None], timeout: float) -> T:
+        """``done()``'s first answer that is not None, asked again after each send or acceptance."""
+        async def until() -> T:
+            while (found := done()) is None:
                 self._new.clear()
                 await self._new.wait()
+            return found
 
-        await asyncio.wait_for(until(), timeout)
-        return self.sent
+        return await asyncio.wait_for(until(), timeout)
+
+    async def wait_sent(self, count: int, timeout: float = HANG_GUARD_S) -> list[tuple[Reply, IncomingMessage]]:
+        return await self._until(lambda: self.sent if len(self.sent) >= count else None, timeout)
+
+    async def wait_accepted(self, count: int, timeout: float = HANG_GUARD_S) -> list[str]:
+        """The keys of the first ``count`` messages the bridge is done with (sent to or not)."""
+        return await self._until(lambda: self.accepted_keys if len(self.accepted_keys) >= count else None, timeout)
 
     async def wait_reply_to(self, message: IncomingMessage, timeout: float = HANG_GUARD_S) -> Reply:
         """The first reply sent to ``message`` (the same delivery: its dedupe key)."""
-        async def until() -> Reply:
-            while True:
-                for reply, to in self.sent:
-                    if to.dedupe_key == message.dedupe_key:
-                        return reply
-                self._new.clear()
-                await self._new.wait()
-
-        return await asyncio.wait_for(until(), timeout)
+        return await self._until(lambda: next((reply for reply, to in self.sent
+                                               if to.dedupe_key == message.dedupe_key), None), timeout)
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [reply.text for reply, to in self.sent if chat_id is None or to.chat_id == chat_id]

@@ -7,6 +7,7 @@ from support.bot import dm, make_services
 from support.channel import RecordingChannel
 
 from bridge.cluster.fencing import LOCAL_SHARE, FenceBehind, Fenced, FencedChannel, ShardFence
+from bridge.ledger import TurnState
 from channels import Reply
 from memory import Turn
 
@@ -106,3 +107,31 @@ async def test_a_fenced_channel_sends_nothing_once_the_grant_is_stale(tmp_path) 
     with pytest.raises(Fenced):
         await channel.send(Reply("second"), message)
     assert [reply.text for reply, _to in inner.sent] == ["first"]
+
+
+async def test_a_reply_already_out_is_recorded_sent_past_the_clock_but_not_past_a_newer_holder(
+        tmp_path, fake_llm) -> None:
+    """The lease's clock ran out (or the lease was found lost) while a reply was going out: the reply
+    is recorded sent, so the shard's next holder does not send it again; every other write is still
+    refused. Once a newer holder opened the shard, even that record is refused."""
+    shard = tmp_path / "shard"
+    services = make_services(shard, fake_llm.base_url)
+    clock = Clock()
+    fence = ShardFence(2, 5, 15.0, granted_at=clock.now, clock=clock)
+    fence.install(services.memory.db, services.memory.lock, "host:1:a")
+    services.conversations.ensure_session("s", "telegram-42", "telegram")
+    clock.now += 15.0  # past this worker's own deadline
+    with pytest.raises(Fenced, match="not renewed in time"):
+        services.conversations.append_messages("s", [Turn("user", "too late")])
+    services.ledger.mark_sent("telegram::42:1")
+    fence.revoke()  # the next renewal said the lease is gone
+    services.ledger.mark_sent("telegram::42:2")
+    assert [services.ledger.get(f"telegram::42:{n}").state for n in (1, 2)] == [TurnState.SENT, TurnState.SENT]
+
+    newer = make_services(shard, fake_llm.base_url)
+    ShardFence(2, 6, 15.0, granted_at=0.0, clock=Clock()).install(newer.memory.db, newer.memory.lock, "host:2:b")
+    with pytest.raises(Fenced, match=r"newer holder \(fencing token 6, ours 5\)"):
+        services.ledger.mark_sent("telegram::42:3")
+    assert newer.ledger.get("telegram::42:3") is None
+    await services.aclose()
+    await newer.aclose()
