@@ -10,12 +10,11 @@ import asyncio
 
 from fakes import HANG_GUARD_S
 from support.bot import dm, make_services
-from support.channel import RecordingChannel
+from support.channel import RecordingChannel, SlowPlatform
 from support.logs import watching
 
 from bridge.conversation import session_key
 from bridge.wiring.runtime import Bridge
-from channels import IncomingMessage, Reply
 from plugins import Action, EventContext, Plugin, PluginRegistry
 
 
@@ -147,20 +146,6 @@ async def test_shutdown_cancels_a_turn_still_running_after_the_grace(tmp_path, f
     assert gate.running == 0 and gate.entered == ["stuck"] and channel.sent == []
     assert channel.accepted_keys == []  # neither may be confirmed: the platform delivers both again
 
-
-
-class SlowPlatform(RecordingChannel):
-    """A send reaches the platform at once (recorded) and its response comes when the test says."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sending = asyncio.Event()
-        self.respond = asyncio.Event()
-
-    async def send(self, reply: Reply, to: IncomingMessage) -> None:
-        await super().send(reply, to)
-        self.sending.set()
-        await self.respond.wait()
 
 
 async def test_a_stop_while_the_answer_goes_out_waits_for_it_and_the_redelivery_sends_nothing(

@@ -67,3 +67,17 @@ class RecordingChannel(Channel):
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [reply.text for reply, to in self.sent if chat_id is None or to.chat_id == chat_id]
+
+
+class SlowPlatform(RecordingChannel):
+    """A send reaches the platform at once (recorded) and its response comes when the test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sending = asyncio.Event()
+        self.respond = asyncio.Event()
+
+    async def send(self, reply: Reply, to: IncomingMessage) -> None:
+        await super().send(reply, to)
+        self.sending.set()
+        await self.respond.wait()
