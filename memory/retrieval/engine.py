@@ -23,12 +23,12 @@ from ..config import MemorySettings
 from ..files.scopes import DAILY_DIR, KNOWLEDGE_SCOPE
 from ..index.chunker import embedding_text
 from ..index.entries import EntryRow
-from ..index.keyword_index import KeywordIndex
+from ..index.keyword_index import KeywordHit, KeywordIndex
 from ..index.storage import IndexStorage, StoredChunk
 from ..vectors.backend import VectorBackend
 from ..vectors.embed_cache import EmbeddingCache
 from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
-from ..vectors.scan import threads_for
+from ..vectors.scan import alongside, threads_for
 from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .matches import EntryScore, add_matches
@@ -50,6 +50,12 @@ ENTRIES_PER_CANDIDATE = 2
 READ_AHEAD = 16
 #: How many of a chunk's best entries the update rule compares with another chunk's.
 UPDATE_ENTRIES = 3
+
+
+@dataclass(frozen=True)
+class _KeywordSide:
+    weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
+    hits: list[KeywordHit]
 
 
 @dataclass
@@ -155,7 +161,14 @@ class Retriever:
     # ------------------------------------------------------------ candidates
     def _gather(self, query: str, scopes: Sequence[str], window: TimeWindow | None, depth: int) -> _Candidates:
         rows = self.vector_rows(scopes) if self.vectors is not None else 0  # the vector scan's size, read once
-        query_vector = self._query_vector(query, threads_for(rows))
+        scan_threads = threads_for(rows)
+        words = keyword_text(query, window.phrases if window else ())
+        keyword: _KeywordSide | None = None
+        if scan_threads > 1 and self._must_embed(query):  # the question on one thread: the keyword side on another
+            query_vector, keyword = alongside(lambda: self._query_vector(query, scan_threads),
+                                              lambda: self._keyword_side(words, scopes, depth, widen=False))
+        else:
+            query_vector = self._query_vector(query, scan_threads)
         found = _Candidates({}, {}, hybrid=query_vector is not None, weights={}, query_vector=query_vector)
         from_ram = False
         if query_vector is not None:
@@ -171,10 +184,10 @@ class Retriever:
                 owner = owners[eid].id
                 found.nearest[owner] = max(sim, found.nearest.get(owner, sim))
             found.from_ram = from_ram
-        words = keyword_text(query, window.phrases if window else ())
-        found.weights = self.keywords.term_weights(query_terms(words))
-        widen = not found.hybrid  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
-        for hit in self.keywords.search(words, scopes, depth, widen=widen):
+        if keyword is None or not found.hybrid:  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
+            keyword = self._keyword_side(words, scopes, depth, widen=not found.hybrid)
+        found.weights = keyword.weights
+        for hit in keyword.hits:
             found.bm25[hit.chunk.id] = hit.score
             found.chunks.setdefault(hit.chunk.id, hit.chunk)
         if window is not None:
@@ -183,6 +196,11 @@ class Retriever:
         if found.hybrid:  # the others' nearest entry, for their bound (see _results)
             self._read_entries(found, [cid for cid in found.chunks if cid not in found.nearest])
         return found
+
+    def _keyword_side(self, words: str, scopes: Sequence[str], depth: int, *, widen: bool) -> _KeywordSide:
+        """The question's keyword terms with their weights, and the keyword index's best ``depth``."""
+        weights = self.keywords.term_weights(query_terms(words))
+        return _KeywordSide(weights, self.keywords.search(words, scopes, depth, widen=widen))
 
     def _read_entries(self, found: _Candidates, chunk_ids: Sequence[str]) -> None:
         """Read the entries of ``chunk_ids`` not read yet, with their similarity to the question."""
@@ -222,6 +240,11 @@ class Retriever:
             if hits is not None:
                 return hits, True
         return self.vectors.search(query_vector, scopes, limit, exact=rows <= self.settings.ann_threshold), False
+
+    def _must_embed(self, query: str) -> bool:
+        """Whether :meth:`_query_vector` would call the model (not when it has none, or the question is cached)."""
+        return (self.embedder is not None and self.vectors is not None
+                and self._query_cache.get(self.embedder.model_id, query) is None)
 
     def _query_vector(self, query: str, scan_threads: int = 1) -> np.ndarray | None:
         """The question's vector (None without one). ``scan_threads``: the threads the vector scan

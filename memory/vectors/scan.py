@@ -5,7 +5,8 @@ big scope and the knowledge base are ~624k rows: ~22 ms on one core, most of a s
 kernel lets go of the GIL, so the rows are cut into stripes that a few threads take from one
 queue, the searching thread among them (bench/README.md: ~12 ms on two cores). A scope of a few
 thousand rows is one stripe, scanned by the searching thread alone: handing it to another would
-cost more than the scan.
+cost more than the scan. The same threads read the keyword index while the searching one embeds
+a question that such a scan follows (:func:`alongside`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from . import compact, heads
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 #: The fewest rows worth a stripe of their own.
 STRIPE_ROWS = 32_768
@@ -126,6 +131,37 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
     if failed:
         raise failed[0]
     return [hits for hits in found if not isinstance(hits, BaseException)]
+
+
+def alongside(main: Callable[[], A], helper: Callable[[], B]) -> tuple[A, B]:
+    """``main()`` on the calling thread while a pool thread runs ``helper()``, both results. A
+    search uses it to embed its question on one core and read the keyword index on the other
+    before a scan that takes both (bench/README.md, "The keyword side beside the question"). A
+    helper no pool thread has started by the time ``main`` is done is run by the calling thread:
+    a busy pool costs the search only the overlap."""
+    claimed = threading.Lock()  # whoever takes it runs ``helper``
+    done = threading.Event()
+    outcome: list[B | BaseException] = []
+
+    def run_helper() -> None:
+        if not claimed.acquire(blocking=False):
+            return
+        try:
+            outcome.append(helper())
+        except BaseException as exc:  # raised again in the calling thread
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    _pool().submit(run_helper)
+    try:
+        result = main()
+    finally:
+        run_helper()
+        done.wait()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return result, outcome[0]
 
 
 def threads_for(rows: int) -> int:

@@ -254,3 +254,37 @@ def test_a_load_makes_room_before_it_allocates() -> None:
     cache.search(query, ["b"], 5, {"b": 1})
     assert [entry for entry in seen if entry[0] == "b"] == [("b", [], 0)] * 3  # a went before b's first batch
     assert list(cache._blocks) == ["b"] and cache.nbytes == 400 * (DIM + 5)
+
+
+def test_alongside_runs_the_helper_on_a_pool_thread_while_the_caller_runs_main() -> None:
+    """``main`` waits until the helper has started: that can only happen when they run at once."""
+    started = threading.Event()
+
+    def helper() -> str:
+        started.set()
+        return threading.current_thread().name
+
+    def main() -> str:
+        assert started.wait(30)  # only a guard: run one after the other, the helper never starts
+        return "main"
+
+    result, helper_thread = scan.alongside(main, helper)
+    assert result == "main" and helper_thread.startswith("membridge-scan")
+
+
+def test_alongside_runs_the_helper_itself_when_the_pool_is_busy_and_raises_its_error() -> None:
+    pool, release = scan._pool(), threading.Event()
+    held = [pool.submit(release.wait) for _ in range(pool._max_workers)]
+    try:
+        assert scan.alongside(lambda: 1, lambda: threading.current_thread().name) == (
+            1, threading.current_thread().name)
+
+        def broken() -> None:
+            raise MemoryError("keyword side lost")
+
+        with pytest.raises(MemoryError, match="keyword side lost"):
+            scan.alongside(lambda: 1, broken)
+    finally:
+        release.set()
+    for future in held:
+        future.result()

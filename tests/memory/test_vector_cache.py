@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.files import write
 
-from memory import KNOWLEDGE_SCOPE, HashEmbedding
+from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.scan import top
@@ -464,3 +466,48 @@ def test_a_question_before_a_scan_on_both_cores_is_embedded_on_one_thread(worksp
     monkeypatch.setattr("memory.vectors.scan.STRIPE_ROWS", max(1, rows // 2))  # the scope now fills two stripes
     manager.search("topic four", "alice")
     assert embedder.asked == [None, 1]
+
+
+class _EmbedsOnceKeywordsRead(HashEmbedding):
+    """Embeds a question only once the keyword index is being read: both at once, or never."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keywords_read = threading.Event()
+
+    def embed_query(self, text: str, *, threads: int | None = None) -> np.ndarray:
+        assert self.keywords_read.wait(30)  # only a guard: one after the other, the keywords never come first
+        return super().embed_query(text, threads=threads)
+
+
+def test_the_keyword_side_runs_beside_a_question_embedded_for_a_two_thread_scan(workspace, make_manager,
+                                                                              monkeypatch) -> None:
+    """Before a scan on both cores the question is embedded on one: the keyword index is read on
+    the other meanwhile. The search finds what it found one step after the other, and a question
+    whose embedding fails still gets the keyword side of a keyword-only search (word forms widened)."""
+    write(workspace, "alice", "memory/2026-11-01.md",
+          "".join(f"- note {i} about topic {i % 7}\n" for i in range(60)) + "- went hiking in the Alps\n")
+    monkeypatch.setattr("memory.vectors.scan.SCAN_THREADS", 2)
+    first = make_manager()
+    first.indexer.sync()
+    rows = first.retriever.vector_rows(["alice", KNOWLEDGE_SCOPE])
+    before = [(r.path, r.start_line, r.score) for r in first.search("topic three", "alice")]
+    first.close()
+
+    monkeypatch.setattr("memory.vectors.scan.STRIPE_ROWS", max(1, rows // 2))  # the scope now fills two stripes
+    embedder = _EmbedsOnceKeywordsRead()
+    again = make_manager(embedder=embedder)
+    read_on: list[str] = []
+    search = again.retriever.keywords.search
+
+    def watched(*args: object, **kwargs: object) -> object:
+        read_on.append(threading.current_thread().name)
+        embedder.keywords_read.set()
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(again.retriever.keywords, "search", watched)
+    assert [(r.path, r.start_line, r.score) for r in again.search("topic three", "alice")] == before
+    assert len(read_on) == 1 and read_on[0].startswith("membridge-scan")
+    embedder.fail_with = EmbeddingError("HTTP 500")
+    [hit, *_] = again.search("hike", "alice")
+    assert "hiking" in hit.text and hit.vector_score is None
