@@ -24,7 +24,7 @@ def cmd_run(services: Services, args: argparse.Namespace) -> int:
 
     if args.role != "bot":
         return _run_cluster_role(services, args.role)
-    from ..wiring.runtime import run_bot
+    from ..wiring.assembly import run_bot
 
     _prepare_terminal(services, chat=services.config.channels.terminal.enabled)
     try:
@@ -74,7 +74,7 @@ def cmd_cluster_status(services: Services, args: argparse.Namespace) -> int:
 def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     import asyncio
 
-    from ..wiring.runtime import run_bot
+    from ..wiring.assembly import run_bot
 
     _prepare_terminal(services, chat=True)
     asyncio.run(run_bot(services, terminal_only=True))

@@ -36,7 +36,7 @@ from ..ops.health import Check, channel_check, redis_problem, start_health
 from ..redaction import redact_url
 from ..scopes import scope_for, thread_scope_channels
 from ..wiring.app import Services
-from ..wiring.runtime import build_channels
+from ..wiring.assembly import build_channels
 from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
 from .duplicates import DuplicateTally

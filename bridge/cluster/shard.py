@@ -38,7 +38,8 @@ from .. import offload
 from ..config import AppConfig
 from ..ops import metrics
 from ..wiring.app import Services
-from ..wiring.runtime import Bridge, build_plugins
+from ..wiring.assembly import build_plugins
+from ..wiring.runtime import Bridge
 from .connection import BLOCK_MS, UNAVAILABLE, wait_or_stop
 from .fencing import WATCH_S, FenceBehind, Fenced, FencedChannel, ShardFence
 from .keys import FIELD, GROUP, Keys, appended_at, decode_message, shard_config

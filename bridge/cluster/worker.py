@@ -34,7 +34,7 @@ from ..ops import metrics
 from ..ops.health import Check, redis_problem, start_health, workspace_checks
 from ..redaction import redact_url
 from ..wiring.app import Services
-from ..wiring.runtime import build_channels
+from ..wiring.assembly import build_channels
 from ..wiring.stopping import stop_on_signals
 from .connection import UNAVAILABLE, connect, wait_or_stop
 from .fencing import WATCH_S, Fenced, ShardFence

@@ -31,6 +31,7 @@ from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCa
 from ..vectors.scan import alongside, threads_for
 from ..vectors.vector_cache import VectorCache
 from . import scoring
+from .entry_vectors import EntryVectors
 from .matches import EntryScore, add_matches
 from .passages import assemble
 from .querytext import coverage, keyword_text, query_terms, terms_held
@@ -99,6 +100,7 @@ class Retriever:
         self._today = today
         self.reranker = reranker
         self._query_cache = QueryVectorCache()
+        self.entry_vectors = EntryVectors(embed_cache, vector_cache, embedder)
 
     def search(self, query: str, scopes: Sequence[str], *, limit: int, min_score: float) -> list[SearchResult]:
         """The ``limit`` best results for ``query`` in ``scopes``, best first (see :mod:`.scoring`),
@@ -150,7 +152,7 @@ class Retriever:
         best = {cid: [entry.row for entry in found.scored[cid][:UPDATE_ENTRIES]]
                 for cid, _ in ranked[:DEPTH] if found.scored.get(cid)}
         rows = [row for mine in best.values() for row in mine]
-        by_entry = self._entry_vectors(rows, {row.id: found.chunks[row.chunk_id].scope for row in rows})
+        by_entry = self.entry_vectors.by_id(rows, {row.id: found.chunks[row.chunk_id].scope for row in rows})
         top = [(cid, r) for cid, r in ranked[:DEPTH] if cid in best]
         vectors = {cid: np.vstack(held) for cid, _ in top
                    if (held := [by_entry[row.id] for row in best[cid] if row.id in by_entry])}
@@ -273,40 +275,9 @@ class Retriever:
         if not missing:
             return
         scopes = {row.id: found.chunks[row.chunk_id].scope for row in missing}
-        ids, matrix = self._entry_matrix(missing, scopes, from_ram=found.from_ram)
+        ids, matrix = self.entry_vectors.matrix(missing, scopes, from_ram=found.from_ram)
         if ids and matrix.shape[1] == query_vector.shape[0]:
             found.cosines.update(zip(ids, (matrix @ query_vector).tolist(), strict=True))
-
-    def _entry_vectors(self, rows: Sequence[EntryRow], scopes: dict[str, str]) -> dict[str, np.ndarray]:
-        """The current model's vectors of entries by id (see :meth:`_entry_matrix`)."""
-        ids, matrix = self._entry_matrix(rows, scopes)
-        return dict(zip(ids, matrix, strict=True))
-
-    def _entry_matrix(self, rows: Sequence[EntryRow], scopes: dict[str, str], *,
-                      from_ram: bool = True) -> tuple[list[str], np.ndarray]:
-        """The current model's vectors of entries, one row each, and their ids: from RAM where
-        loaded, else from the embedding cache (by text hash); an entry with neither is left out."""
-        assert self.embedder is not None
-        parts: list[tuple[list[str], np.ndarray]] = []  # (ids, their rows)
-        if from_ram and self.vector_cache is not None:
-            by_scope: dict[str, list[str]] = {}
-            for row in rows:
-                by_scope.setdefault(scopes[row.id], []).append(row.id)
-            parts += [self.vector_cache.vectors(scope, wanted) for scope, wanted in by_scope.items()]
-        held = {eid for ids, _ in parts for eid in ids}
-        by_hash: dict[str, list[str]] = {}
-        for row in rows:
-            if row.id not in held:
-                by_hash.setdefault(row.text_hash, []).append(row.id)
-        if by_hash:
-            cached = self.embed_cache.cached_vectors(self.embedder.model_id, list(by_hash))
-            parts += [(by_hash[hash_], np.tile(vector, (len(by_hash[hash_]), 1))) for hash_, vector in cached.items()]
-        parts = [(ids, matrix) for ids, matrix in parts if ids]
-        if not parts:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        width = parts[0][1].shape[1]  # rows of another width (another model's) are left out
-        kept = [(ids, matrix) for ids, matrix in parts if matrix.shape[1] == width]
-        return [eid for ids, _ in kept for eid in ids], np.vstack([matrix for _, matrix in kept])
 
     # --------------------------------------------------------------- scoring
     def _results(self, found: _Candidates, window: TimeWindow | None, today: date, about_now: bool,

@@ -10,7 +10,8 @@ from fakes.telegram_server import TOKEN, FakeTelegram
 from support.bot import make_services
 from support.ports import free_port
 
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from channels.telegram import TelegramChannel
 
 

@@ -10,7 +10,8 @@ from fakes import HANG_GUARD_S
 from support.bot import dm, group, make_services
 from support.channel import RecordingChannel
 
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from plugins import Action, EventContext, Plugin, PluginRegistry
 from plugins.builtin.commands import CommandsPlugin
 

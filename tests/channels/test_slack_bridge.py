@@ -17,7 +17,8 @@ from support.bot import make_services
 from support.documents import tiny_pdf
 
 from bridge.media.notes import SUMMARIZE
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from channels.slack import SlackChannel
 
 SECRET = "bridge-secret"

@@ -19,7 +19,8 @@ from support.media import echo_summary
 
 from bridge.conversation import session_key
 from bridge.media.photos import DESCRIBE
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from channels.telegram import TelegramChannel
 
 

@@ -11,7 +11,8 @@ from support.channel import RecordingChannel
 from support.ports import free_port
 
 from bridge.console import ConsoleError
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 
 
 async def test_run_serves_the_console_and_stops_it(tmp_path) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from fakes.openai_server import FakeOpenAI
 
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from support.bot import make_services
 from support.channel import RecordingChannel
 

@@ -20,7 +20,8 @@ from support.channel import RecordingChannel
 
 from bridge.llm import LLMClient, LLMResponse
 from bridge.wiring.app import Services
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from channels import IncomingMessage, Reply
 
 CHATS, MESSAGES, LLM_DELAY_S = 200, 20, 0.05

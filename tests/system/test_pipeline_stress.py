@@ -47,7 +47,8 @@ from support.loop_clock import LoopClock, LoopIO
 
 from bridge.config import load_config
 from bridge.wiring.app import Services
-from bridge.wiring.runtime import Bridge, build_plugins
+from bridge.wiring.assembly import build_plugins
+from bridge.wiring.runtime import Bridge
 from channels import IncomingMessage
 from memory.files.memory_file import MemoryFile
 
