@@ -361,8 +361,9 @@ class VectorCache:
             block = ScopeBlock(generation, [], np.zeros((0, dim), dtype=np.float32), dim)
         if block is None or block.nbytes > self.budget_bytes:
             return None  # too big, nothing to hold yet (a preload), or vectors of another width
-        if block.heads_cost() and block.nbytes + block.heads_cost() <= self.budget_bytes:
-            self._make_room(scope, block.nbytes + block.heads_cost())
+        heads_cost = block.heads_cost()
+        if heads_cost and block.nbytes + heads_cost <= self.budget_bytes:
+            self._make_room(scope, block.nbytes + heads_cost)
             block.fit_heads()
         with self._lock:
             current = self._blocks.get(scope)
