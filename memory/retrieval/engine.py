@@ -34,7 +34,7 @@ from . import scoring
 from .entry_vectors import EntryVectors
 from .matches import EntryScore, add_matches
 from .passages import assemble
-from .querytext import coverage, keyword_text, query_terms, terms_held
+from .querytext import coverage, keyword_text, query_terms, share_of, terms_held
 from .rerank import Reranker, reranked_order
 from .result import SearchResult
 from .timewindow import TimeWindow, asks_about_now, find_window
@@ -57,6 +57,24 @@ UPDATE_ENTRIES = 3
 class _KeywordSide:
     weights: dict[str, float]  # the question's keyword terms → IDF (see querytext.coverage)
     hits: list[KeywordHit]
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """What of a candidate's score does not depend on which of its entries is best: its date's
+    recency and time-window factors, and the share of the question's words the whole chunk holds."""
+
+    share: float
+    dated: date | None
+    recency: float
+    time: float
+
+    @classmethod
+    def of(cls, settings: MemorySettings, chunk: StoredChunk, share: float, window: TimeWindow | None, today: date,
+           about_now: bool) -> _Standing:
+        dated = scoring.file_date(chunk.scope, chunk.path)
+        return cls(share, dated, scoring.recency(settings, dated, today, about_now=about_now),
+                   1.0 + settings.time_weight if scoring.in_window(window, dated, chunk.text) else 1.0)
 
 
 @dataclass
@@ -289,10 +307,10 @@ class Retriever:
         scores beat the next bound, no chunk left can enter them, and they are not scored entry by
         entry (half of a search's time when every candidate was)."""
         floor = self.embedder.similarity_floor if self.embedder is not None else 0.0
-        bounds, shares = [], {}
+        bounds, standing = [], {}
         for cid, chunk in found.chunks.items():
-            found.held[cid] = terms_held(found.weights, chunk.text)
-            shares[cid] = share = coverage(found.weights, chunk.text, found.held[cid])
+            found.held[cid] = held = terms_held(found.weights, chunk.text)
+            share = share_of(found.weights, held)
             bm25 = found.bm25.get(cid)
             cosines = [found.cosines[row.id] for row in found.entries.get(cid, ()) if row.id in found.cosines]
             if cid in found.nearest:
@@ -300,9 +318,8 @@ class Retriever:
             vector = scoring.rescale_similarity(max(cosines), floor) if cosines else None
             relevance = scoring.relevance(self.settings, vector, None if bm25 is None else bm25 * share, share,
                                           found.hybrid)
-            dated = scoring.file_date(chunk.scope, chunk.path)
-            time = 1.0 + self.settings.time_weight if scoring.in_window(window, dated, chunk.text) else 1.0
-            bounds.append((relevance * time * scoring.recency(self.settings, dated, today, about_now=about_now), cid))
+            standing[cid] = own = _Standing.of(self.settings, chunk, share, window, today, about_now)
+            bounds.append((relevance * own.time * own.recency, cid))
         bounds.sort(key=lambda bound: (-bound[0], bound[1]))
         best: list[float] = []  # the ``keep`` best exact scores so far, a min-heap
         results = []
@@ -311,18 +328,16 @@ class Retriever:
                 break
             if cid not in found.entries:  # read the next few chunks' entries in one go
                 self._read_entries(found, [later for _bound, later in bounds[index : index + READ_AHEAD]])
-            result = self._result(found.chunks[cid], shares[cid], found, window, today, about_now)
+            result = self._result(found.chunks[cid], standing[cid], found)
             results.append((cid, result))
             heapq.heappush(best, result.score)
             if len(best) > keep:
                 heapq.heappop(best)
         return results
 
-    def _result(self, chunk: StoredChunk, chunk_share: float, found: _Candidates, window: TimeWindow | None,
-                today: date, about_now: bool) -> SearchResult:
+    def _result(self, chunk: StoredChunk, standing: _Standing, found: _Candidates) -> SearchResult:
         """A candidate chunk scored as its best entry (with vectors), or as a whole (keywords alone,
-        or a chunk of headings only); its entries' scores are kept for the result's matches.
-        ``chunk_share``: the share of the question's words the whole chunk holds."""
+        or a chunk of headings only); its entries' scores are kept for the result's matches."""
         bm25 = found.bm25.get(chunk.id)
         scored = self._entry_scores(chunk, found, bm25)
         found.scored[chunk.id] = scored
@@ -330,18 +345,12 @@ class Retriever:
             best = scored[0]
             vector, keyword, share, relevance = best.vector, best.keyword, best.share, best.relevance
         else:
-            share = chunk_share
+            share = standing.share
             vector, keyword = None, None if bm25 is None else bm25 * share
             relevance = scoring.relevance(self.settings, vector, keyword, share, found.hybrid)
-        dated = scoring.file_date(chunk.scope, chunk.path)
-        parts = scoring.ScoreParts(
-            vector=vector,
-            keyword=keyword,
-            coverage=share,
-            relevance=relevance,
-            recency=scoring.recency(self.settings, dated, today, about_now=about_now),
-            time=1.0 + self.settings.time_weight if scoring.in_window(window, dated, chunk.text) else 1.0,
-        )
+        parts = scoring.ScoreParts(vector=vector, keyword=keyword, coverage=share, relevance=relevance,
+                                   recency=standing.recency, time=standing.time)
+        dated = standing.dated
         return SearchResult(
             path=chunk.path,
             start_line=chunk.start_line,

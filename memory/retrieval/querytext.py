@@ -78,12 +78,18 @@ def coverage(weights: dict[str, float], text: str, among: Sequence[str] | None =
     word as written or by its meaning, and this only says how much of the question it answers.
     ``among``: only these terms are looked for (those of the chunk around ``text``: a term its
     chunk lacks, none of the chunk's lines holds)."""
+    if among is not None and not among:
+        return share_of(weights, among)
+    return share_of(weights, terms_held(weights, text, among))
+
+
+def share_of(weights: dict[str, float], held: Sequence[str]) -> float:
+    """The IDF-weighted share of the question's terms (``weights``) that ``held`` are; 1.0 when
+    there are none (see :func:`coverage`)."""
     total = sum(weights.values())
     if total <= 0:
         return 1.0
-    if among is not None and not among:
-        return 0.0
-    return sum(weights[term] for term in terms_held(weights, text, among)) / total
+    return sum(weights[term] for term in held) / total
 
 
 def terms_held(weights: dict[str, float], text: str, among: Sequence[str] | None = None) -> list[str]:

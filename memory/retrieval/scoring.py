@@ -42,6 +42,7 @@ Every candidate chunk gets visible parts and one final score::
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -70,8 +71,10 @@ class ScoreParts:
         return self.relevance * self.recency * self.time
 
 
+@functools.lru_cache(maxsize=8192)
 def file_date(scope: str, path: str) -> date | None:
-    """The date of a scope's daily memory file ``memory/YYYY-MM-DD.md``; None for other files."""
+    """The date of a scope's daily memory file ``memory/YYYY-MM-DD.md``; None for other files.
+    Kept for the files seen last: a search asks it of every candidate, ~100 a question."""
     if scope == KNOWLEDGE_SCOPE:
         return None
     parts = dated_file_date(path)
