@@ -13,7 +13,8 @@ from memory.vectors import compact, scan, vector_cache
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.scan import top
-from memory.vectors.vector_cache import ScopeBlock, VectorCache
+from memory.vectors.scope_block import ScopeBlock
+from memory.vectors.vector_cache import VectorCache
 
 DIM = 512  # the local model's width
 

@@ -10,7 +10,8 @@ import pytest
 from memory.vectors import heads
 from memory.vectors.embedding import normalise
 from memory.vectors.scan import top
-from memory.vectors.vector_cache import ScopeBlock, VectorCache
+from memory.vectors.scope_block import ScopeBlock
+from memory.vectors.vector_cache import VectorCache
 
 DIM = 512
 
@@ -28,7 +29,7 @@ def sentence_like(count: int, seed: int) -> np.ndarray:
 def small_heads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Heads for blocks of 600 rows and more, 64 rows of a stripe read in full."""
     monkeypatch.setattr(heads, "HEAD_ROWS", 600)
-    monkeypatch.setattr("memory.vectors.vector_cache.HEAD_ROWS", 600)
+    monkeypatch.setattr("memory.vectors.scope_block.HEAD_ROWS", 600)
     monkeypatch.setattr(heads, "PICK", 64)
 
 
@@ -61,9 +62,14 @@ def test_rows_written_removed_and_compacted_keep_their_heads(small_heads) -> Non
     cache.apply("a", 2, ids=[f"n{i}" for i in range(400)], vectors=vectors[1000:])  # grows the block
     query = vectors[1200]
     assert cache.search(query, ["a"], 1, {"a": 2})[0][0] == "n200"
+    before = block.snapshot().heads
+    assert before is not None
+    kept = [row for row in range(1000, 1400) if row != 1200]  # the rows of n0..n399 but n200
     cache.apply("a", 3, removed=[f"e{i}" for i in range(1000)] + ["n200"])  # compacted
     snapshot = block.snapshot()
     assert snapshot.codes.shape[0] == 399 and snapshot.heads is not None and snapshot.heads.codes.shape[0] == 399
+    assert np.array_equal(snapshot.heads.codes, before.codes[kept])  # the kept rows keep their very heads
+    assert np.array_equal(snapshot.heads.scales, before.scales[kept])
     hits = cache.search(query, ["a"], 5, {"a": 3})
     assert "n200" not in dict(hits) and hits == one_pass(block, query, 5)
 

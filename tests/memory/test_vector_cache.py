@@ -14,7 +14,8 @@ from memory import KNOWLEDGE_SCOPE, EmbeddingError, HashEmbedding
 from memory.vectors.embed_cache import RowSink
 from memory.vectors.embedding import normalise
 from memory.vectors.scan import top
-from memory.vectors.vector_cache import ScopeBlock, VectorCache
+from memory.vectors.scope_block import ScopeBlock
+from memory.vectors.vector_cache import VectorCache
 
 DIM = 16
 
