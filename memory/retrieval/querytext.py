@@ -78,8 +78,8 @@ def coverage(weights: dict[str, float], text: str, among: Sequence[str] | None =
     word as written or by its meaning, and this only says how much of the question it answers.
     ``among``: only these terms are looked for (those of the chunk around ``text``: a term its
     chunk lacks, none of the chunk's lines holds)."""
-    if among is not None and not among:
-        return share_of(weights, among)
+    if among is not None and not among:  # the chunk around ``text`` holds none of the terms
+        return share_of(weights, ())
     return share_of(weights, terms_held(weights, text, among))
 
 

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from memory.retrieval.querytext import coverage, keyword_text, query_terms, terms_held
+from memory.retrieval.querytext import coverage, keyword_text, query_terms, share_of, terms_held
 from memory.retrieval.timewindow import find_window
 
 TODAY = date(2026, 12, 2)
@@ -107,6 +107,7 @@ def test_a_line_is_searched_only_for_the_terms_its_chunk_holds() -> None:
     chunk = "- Caroline: hey Mel!\n- I went to a support group"
     held = terms_held(weights, chunk)
     assert held == ["caroline", "support", "group"]
+    assert share_of(weights, held) == coverage(weights, chunk) == pytest.approx(2.5 / 5.5)  # the chunk's own share
     for line in chunk.split("\n"):
         assert coverage(weights, line, held) == coverage(weights, line)
     assert coverage(weights, "- Caroline: hey", []) == 0.0  # its chunk holds none of the words
