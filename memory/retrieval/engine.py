@@ -28,7 +28,7 @@ from ..index.storage import IndexStorage, StoredChunk
 from ..vectors.backend import VectorBackend
 from ..vectors.embed_cache import EmbeddingCache
 from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
-from ..vectors.scan import alongside, threads_for
+from ..vectors.scan import Beside, beside, threads_for
 from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .entry_vectors import EntryVectors
@@ -183,12 +183,10 @@ class Retriever:
         rows = self.vector_rows(scopes) if self.vectors is not None else 0  # the vector scan's size, read once
         scan_threads = threads_for(rows)
         words = keyword_text(query, window.phrases if window else ())
-        keyword: _KeywordSide | None = None
+        pending: Beside[_KeywordSide] | None = None
         if scan_threads > 1 and self._must_embed(query):  # the question on one thread: the keyword side on another
-            query_vector, keyword = alongside(lambda: self._query_vector(query, scan_threads),
-                                              lambda: self._keyword_side(words, scopes, depth, widen=False))
-        else:
-            query_vector = self._query_vector(query, scan_threads)
+            pending = beside(lambda: self._keyword_side(words, scopes, depth, widen=False))
+        query_vector = self._query_vector(query, scan_threads)
         found = _Candidates({}, {}, hybrid=query_vector is not None, weights={}, query_vector=query_vector)
         from_ram = False
         if query_vector is not None:
@@ -204,6 +202,7 @@ class Retriever:
                 owner = owners[eid].id
                 found.nearest[owner] = max(sim, found.nearest.get(owner, sim))
             found.from_ram = from_ram
+        keyword = pending.result() if pending is not None else None  # read beside the question and the scan
         if keyword is None or not found.hybrid:  # keywords alone: "hike" must find "hiking" (see memory.word_forms)
             keyword = self._keyword_side(words, scopes, depth, widen=not found.hybrid)
         found.weights = keyword.weights

@@ -6,7 +6,7 @@ kernel lets go of the GIL, so the rows are cut into stripes that a few threads t
 queue, the searching thread among them (bench/README.md: ~12 ms on two cores). A scope of a few
 thousand rows is one stripe, scanned by the searching thread alone: handing it to another would
 cost more than the scan. The same threads read the keyword index while the searching one embeds
-a question that such a scan follows (:func:`alongside`).
+a question that such a scan follows (:func:`beside`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from . import compact, heads
 
-A = TypeVar("A")
 B = TypeVar("B")
 
 #: The fewest rows worth a stripe of their own.
@@ -133,35 +132,46 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
     return [hits for hits in found if not isinstance(hits, BaseException)]
 
 
-def alongside(main: Callable[[], A], helper: Callable[[], B]) -> tuple[A, B]:
-    """``main()`` on the calling thread while a pool thread runs ``helper()``, both results. A
-    search uses it to embed its question on one core and read the keyword index on the other
-    before a scan that takes both (bench/README.md, "The keyword side beside the question"). A
-    helper no pool thread has started by the time ``main`` is done is run by the calling thread:
-    a busy pool costs the search only the overlap."""
-    claimed = threading.Lock()  # whoever takes it runs ``helper``
-    done = threading.Event()
-    outcome: list[B | BaseException] = []
+class Beside(Generic[B]):
+    """A helper run on a pool thread while the caller goes on (:func:`beside`); :meth:`result`
+    takes it over when no pool thread has started it."""
 
-    def run_helper() -> None:
-        if not claimed.acquire(blocking=False):
+    def __init__(self, helper: Callable[[], B]) -> None:
+        self._helper = helper
+        self._claimed = threading.Lock()  # whoever takes it runs the helper
+        self._done = threading.Event()
+        self._outcome: list[B | BaseException] = []
+        _pool().submit(self._run)
+
+    def _run(self) -> None:
+        if not self._claimed.acquire(blocking=False):
             return
         try:
-            outcome.append(helper())
+            self._outcome.append(self._helper())
         except BaseException as exc:  # raised again in the calling thread
-            outcome.append(exc)
+            self._outcome.append(exc)
         finally:
-            done.set()
+            self._done.set()
 
-    _pool().submit(run_helper)
-    try:
-        result = main()
-    finally:
-        run_helper()
-        done.wait()
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return result, outcome[0]
+    def result(self) -> B:
+        """The helper's result (or its error, raised here): run by the calling thread if no pool
+        thread has started it, else waited for."""
+        self._run()
+        self._done.wait()
+        outcome = self._outcome[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def beside(helper: Callable[[], B]) -> Beside[B]:
+    """``helper()`` on a pool thread while the caller goes on. A search reads the keyword index
+    this way while its question is embedded and the scan begins, before a scan that takes both cores
+    (bench/README.md, "The keyword side beside the question"): a scan's stripes queue behind it on
+    the pool, so that thread joins the scan once the keyword side is read, and no core waits. A
+    helper no pool thread has started by the time its result is wanted is run by the caller: a
+    busy pool costs the search only the overlap."""
+    return Beside(helper)
 
 
 def threads_for(rows: int) -> int:

@@ -257,35 +257,51 @@ def test_a_load_makes_room_before_it_allocates() -> None:
     assert list(cache._blocks) == ["b"] and cache.nbytes == 400 * (DIM + 5)
 
 
-def test_alongside_runs_the_helper_on_a_pool_thread_while_the_caller_runs_main() -> None:
-    """``main`` waits until the helper has started: that can only happen when they run at once."""
+def test_beside_runs_the_helper_on_a_pool_thread_while_the_caller_goes_on() -> None:
+    """The caller waits until the helper has started: that can only happen when they run at once."""
     started = threading.Event()
 
     def helper() -> str:
         started.set()
         return threading.current_thread().name
 
-    def main() -> str:
-        assert started.wait(30)  # only a guard: run one after the other, the helper never starts
-        return "main"
-
-    result, helper_thread = scan.alongside(main, helper)
-    assert result == "main" and helper_thread.startswith("membridge-scan")
+    pending = scan.beside(helper)
+    assert started.wait(30)  # only a guard: run one after the other, the helper never starts
+    assert pending.result().startswith("membridge-scan")
 
 
-def test_alongside_runs_the_helper_itself_when_the_pool_is_busy_and_raises_its_error() -> None:
+def test_beside_runs_the_helper_itself_when_the_pool_is_busy_and_raises_its_error() -> None:
     pool, release = scan._pool(), threading.Event()
     held = [pool.submit(release.wait) for _ in range(pool._max_workers)]
     try:
-        assert scan.alongside(lambda: 1, lambda: threading.current_thread().name) == (
-            1, threading.current_thread().name)
+        assert scan.beside(lambda: threading.current_thread().name).result() == threading.current_thread().name
 
         def broken() -> None:
             raise MemoryError("keyword side lost")
 
         with pytest.raises(MemoryError, match="keyword side lost"):
-            scan.alongside(lambda: 1, broken)
+            scan.beside(broken).result()
     finally:
         release.set()
     for future in held:
         future.result()
+
+
+def test_a_scan_started_while_a_helper_holds_the_pool_thread_finishes_without_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyword side read beside a question holds the pool's thread; the scan that follows
+    runs its stripes on the calling thread (its pool work queues behind the helper), so it never
+    waits for a thread that is not free. The helper is released only once the scan is done."""
+    monkeypatch.setattr(scan, "STRIPE_ROWS", 64)  # three stripes, two threads wanted
+    started, release = threading.Event(), threading.Event()
+
+    def helper() -> bool:
+        started.set()
+        return release.wait(30)  # False only if the scan waited for this thread
+
+    pending = scan.beside(helper)
+    assert started.wait(30)
+    vectors = unit_vectors(192, seed=31)
+    hits = top([ScopeBlock(1, [f"c{i}" for i in range(192)], vectors, DIM).snapshot()], vectors[7], 3)
+    release.set()
+    assert hits[0][0] == "c7" and pending.result() is True
