@@ -28,7 +28,7 @@ from ..index.storage import IndexStorage, StoredChunk
 from ..vectors.backend import VectorBackend
 from ..vectors.embed_cache import EmbeddingCache
 from ..vectors.embedding import EmbeddingError, EmbeddingProvider, QueryVectorCache
-from ..vectors.scan import Beside, beside, threads_for
+from ..vectors.scan import Beside, threads_for
 from ..vectors.vector_cache import VectorCache
 from . import scoring
 from .entry_vectors import EntryVectors
@@ -185,7 +185,7 @@ class Retriever:
         words = keyword_text(query, window.phrases if window else ())
         pending: Beside[_KeywordSide] | None = None
         if scan_threads > 1 and self._must_embed(query):  # the question on one thread: the keyword side on another
-            pending = beside(lambda: self._keyword_side(words, scopes, depth, widen=False))
+            pending = Beside(lambda: self._keyword_side(words, scopes, depth, widen=False))
         query_vector = self._query_vector(query, scan_threads)
         found = _Candidates({}, {}, hybrid=query_vector is not None, weights={}, query_vector=query_vector)
         from_ram = False

@@ -6,7 +6,7 @@ kernel lets go of the GIL, so the rows are cut into stripes that a few threads t
 queue, the searching thread among them (bench/README.md: ~12 ms on two cores). A scope of a few
 thousand rows is one stripe, scanned by the searching thread alone: handing it to another would
 cost more than the scan. The same threads read the keyword index while the searching one embeds
-a question that such a scan follows (:func:`beside`).
+a question that such a scan follows (:class:`Beside`).
 """
 
 from __future__ import annotations
@@ -133,17 +133,22 @@ def _run(scan: Callable[[_Stripe], list[tuple[str, float]]], stripes: list[_Stri
 
 
 class Beside(Generic[B]):
-    """A helper run on a pool thread while the caller goes on (:func:`beside`); :meth:`result`
-    takes it over when no pool thread has started it."""
+    """``helper()`` on a pool thread while the caller goes on. A search reads the keyword index
+    this way while its question is embedded and the scan begins, before a scan that takes both cores
+    (bench/README.md, "The keyword side beside the question"): a scan's stripes queue behind it on
+    the pool, so that thread joins the scan once the keyword side is read, and no core waits. A
+    helper no pool thread has started by the time :meth:`result` wants it is run by the caller: a
+    busy pool costs the search only the overlap."""
 
     def __init__(self, helper: Callable[[], B]) -> None:
         self._helper = helper
         self._claimed = threading.Lock()  # whoever takes it runs the helper
         self._done = threading.Event()
         self._outcome: list[B | BaseException] = []
-        _pool().submit(self._run)
+        _pool().submit(self._claim)
 
-    def _run(self) -> None:
+    def _claim(self) -> None:
+        """Run the helper, unless another thread has taken it."""
         if not self._claimed.acquire(blocking=False):
             return
         try:
@@ -156,22 +161,12 @@ class Beside(Generic[B]):
     def result(self) -> B:
         """The helper's result (or its error, raised here): run by the calling thread if no pool
         thread has started it, else waited for."""
-        self._run()
+        self._claim()
         self._done.wait()
         outcome = self._outcome[0]
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
-
-
-def beside(helper: Callable[[], B]) -> Beside[B]:
-    """``helper()`` on a pool thread while the caller goes on. A search reads the keyword index
-    this way while its question is embedded and the scan begins, before a scan that takes both cores
-    (bench/README.md, "The keyword side beside the question"): a scan's stripes queue behind it on
-    the pool, so that thread joins the scan once the keyword side is read, and no core waits. A
-    helper no pool thread has started by the time its result is wanted is run by the caller: a
-    busy pool costs the search only the overlap."""
-    return Beside(helper)
 
 
 def threads_for(rows: int) -> int:

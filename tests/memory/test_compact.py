@@ -265,7 +265,7 @@ def test_beside_runs_the_helper_on_a_pool_thread_while_the_caller_goes_on() -> N
         started.set()
         return threading.current_thread().name
 
-    pending = scan.beside(helper)
+    pending = scan.Beside(helper)
     assert started.wait(30)  # only a guard: run one after the other, the helper never starts
     assert pending.result().startswith("membridge-scan")
 
@@ -274,13 +274,13 @@ def test_beside_runs_the_helper_itself_when_the_pool_is_busy_and_raises_its_erro
     pool, release = scan._pool(), threading.Event()
     held = [pool.submit(release.wait) for _ in range(pool._max_workers)]
     try:
-        assert scan.beside(lambda: threading.current_thread().name).result() == threading.current_thread().name
+        assert scan.Beside(lambda: threading.current_thread().name).result() == threading.current_thread().name
 
         def broken() -> None:
             raise MemoryError("keyword side lost")
 
         with pytest.raises(MemoryError, match="keyword side lost"):
-            scan.beside(broken).result()
+            scan.Beside(broken).result()
     finally:
         release.set()
     for future in held:
@@ -299,7 +299,7 @@ def test_a_scan_started_while_a_helper_holds_the_pool_thread_finishes_without_it
         started.set()
         return release.wait(30)  # False only if the scan waited for this thread
 
-    pending = scan.beside(helper)
+    pending = scan.Beside(helper)
     assert started.wait(30)
     vectors = unit_vectors(192, seed=31)
     hits = top([ScopeBlock(1, [f"c{i}" for i in range(192)], vectors, DIM).snapshot()], vectors[7], 3)
