@@ -1,7 +1,8 @@
 """One turn: an incoming message in, one reply out, with memory read and written on the way.
 
 1. the system prompt is rebuilt from disk (persona, the scope's MEMORY.md, memory rules), with
-   the notes of the scope's memory that the message calls to mind (auto-recall);
+   the notes of the scope's memory that the message calls to mind (auto-recall: searched from the
+   turn's start, while the message is stored);
 2. the session's visible history is loaded from the conversation store;
 3. the LLM and the tools go back and forth, at most ``agent.max_steps`` times;
 4. every new message is stored as it happens (the user's first, so an LLM failure loses nothing);
@@ -15,9 +16,10 @@ The agent does not order turns: its caller runs one turn per chat at a time, in 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -50,6 +52,8 @@ _FAILURE_REPLIES = {
     "rate_limit": "My language model is busy (rate-limited). Your message is saved; please try again in a minute.",
 }
 _DEFAULT_FAILURE = "Something went wrong talking to my language model. Your message is saved; please try again."
+#: What a turn's auto-recall brought, and whether it was on, off or failed.
+_RecallOutcome = tuple[tuple[Recalled, ...], RecallState]
 _FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've dropped my answer."
 
 
@@ -129,8 +133,21 @@ class Agent:
         """Answer ``message``. The caller runs one turn per chat at a time (the bridge's lanes).
         ``images`` (``data:`` URLs) go to the model with this turn's message only: what is stored
         is its text. ``stored`` is called once the user's message is stored (from then on a crash
-        loses none of it: the channel may confirm the delivery)."""
+        loses none of it: the channel may confirm the delivery).
+
+        The message's auto-recall search starts at once, beside the storing of the message and the
+        limits' check, which it does not depend on (a turn that ends before its model call drops it)."""
         who = self.identify(message)
+        recall = asyncio.ensure_future(self._search_recall(who, message.text))
+        try:
+            return await self._answer(message, who, recall, images, stored)
+        finally:
+            recall.cancel()  # a turn refused, forgotten or failed before its model call
+
+    async def _answer(self, message: IncomingMessage, who: TurnIdentity,
+                      recall: Awaitable[_RecallOutcome], images: tuple[str, ...],
+                      stored: Callable[[], object] | None) -> Reply:
+        """The turn itself (:meth:`handle`), its recall search under way."""
         now = self._clock()
         await self.sessions.open(who.scope, message.chat_key, message.channel)
         user_message: Message = {"role": "user", "content": message.text}
@@ -146,7 +163,7 @@ class Agent:
             return Reply(refusal, reply_to=message.message_id, markdown=False)
         ctx = ToolContext(scope=who.scope, user=who.user, is_admin=who.is_admin, now=now,
                           still_asked=partial(self.conversations.has_message, who.session_id, user_seq))
-        recalled = await self._recall(turn, message.text)
+        recalled = await self._recall(turn, recall)
         system = await offload.run(self.prompt.build, PromptContext(
             who.scope, message.channel, message.chat_type, message.user_name, now, recalled))
         try:
@@ -167,17 +184,21 @@ class Agent:
         await self._account(message, who, "answered", turn.tally)
         return Reply(text, thread_id=message.thread_id, reply_to=message.message_id)
 
-    async def _recall(self, turn: TurnInFlight, text: str) -> tuple[Recalled, ...]:
-        """Auto-recall for this turn, recorded for the console (what came, or that it was off or
-        failed); a failure costs the turn only the recalled notes (one log line), never its answer."""
-        recalled: tuple[Recalled, ...] = ()
-        state: RecallState = "on" if self.memory.settings.auto_recall.enabled else "off"
+    async def _search_recall(self, who: TurnIdentity, text: str) -> _RecallOutcome:
+        """Auto-recall's notes for ``text`` and whether it was on; a failure costs the turn only the
+        recalled notes (one log line), never its answer."""
+        if not self.memory.settings.auto_recall.enabled:
+            return (), "off"
         try:
-            if state == "on":
-                recalled = tuple(await offload.run(self.memory.recall, text, turn.who.scope))
+            return tuple(await offload.run(self.memory.recall, text, who.scope)), "on"
         except Exception as exc:
-            log.warning("auto-recall failed for session %s, answering without it: %s", turn.who.session_id, exc)
-            state = "failed"
+            log.warning("auto-recall failed for session %s, answering without it: %s", who.session_id, exc)
+            return (), "failed"
+
+    async def _recall(self, turn: TurnInFlight, recall: Awaitable[_RecallOutcome]) -> tuple[Recalled, ...]:
+        """The turn's auto-recall, once its search is done, recorded for the console (what came, or
+        that it was off or failed)."""
+        recalled, state = await recall
         try:
             await offload.run(self.memory.recalls.record, turn.who.session_id, turn.user_seq, turn.who.scope,
                               [r.to_dict() for r in recalled], state)

@@ -8,6 +8,7 @@ auto-recall into the model's request; nothing is recalled from another person's 
 from __future__ import annotations
 
 import json
+import threading
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -108,5 +109,33 @@ async def test_auto_recall_can_be_turned_off(workspace: Path, fake_llm) -> None:
         await services.agent.handle(dm("When is my birthday?"))
         assert "<recalled-notes>" not in system_prompt(fake_llm.requests[0])
         assert services.memory.recalls.for_scope(ANN) == []
+    finally:
+        await services.aclose()
+
+
+async def test_the_recall_search_runs_while_the_message_is_stored(workspace: Path, fake_llm, monkeypatch) -> None:
+    """Auto-recall's search needs nothing of the turn's bookkeeping, so it starts with the turn: here
+    the storing of the message waits for the search to begin, which in turn order would never come."""
+    services = make_services(workspace, fake_llm.base_url, embedding={"provider": "local"})
+    try:
+        searching, waited = threading.Event(), []
+        recall, append = services.memory.recall, services.agent.conversations.append_messages
+
+        def recall_signalling(text: str, scope: str) -> object:
+            searching.set()
+            return recall(text, scope)
+
+        def append_once_the_search_began(*args: object, **kwargs: object) -> object:
+            if not waited:  # the user's message: the turn's first write
+                waited.append(searching.wait(timeout=10))
+            return append(*args, **kwargs)
+
+        monkeypatch.setattr(services.memory, "recall", recall_signalling)
+        monkeypatch.setattr(services.agent.conversations, "append_messages", append_once_the_search_began)
+        fake_llm.reply("March 12th")
+        await services.agent.handle(dm("When is my birthday?"))
+        assert waited == [True]
+        assert f"- [{DAY} · memory/{DAY}.md:3] 用户的生日是三月十二日。" in system_prompt(fake_llm.requests[0])
+        assert [turn["message"] for turn in recalls(services, ANN)] == ["When is my birthday?"]
     finally:
         await services.aclose()
