@@ -52,9 +52,9 @@ _FAILURE_REPLIES = {
     "rate_limit": "My language model is busy (rate-limited). Your message is saved; please try again in a minute.",
 }
 _DEFAULT_FAILURE = "Something went wrong talking to my language model. Your message is saved; please try again."
+_FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've dropped my answer."
 #: What a turn's auto-recall brought, and whether it was on, off or failed.
 _RecallOutcome = tuple[tuple[Recalled, ...], RecallState]
-_FORGOTTEN_REPLY = "That message was forgotten while I was answering it, so I've dropped my answer."
 
 
 class TurnForgotten(Exception):

@@ -32,6 +32,8 @@ async def test_over_the_turn_limit_one_refusal_nothing_lost_no_model_request_and
         "tell me about the moon"]
     [row] = services.usage.report(DAY.date(), DAY.date())
     assert (row.turns, row.refused) == (1, 1)
+    logged = services.memory.recalls.db.query("SELECT state FROM recalls WHERE scope = ?", ("telegram-501",))
+    assert [state for (state,) in logged] == ["on"]  # the refused turn's recall search was dropped, not logged
 
     llm.reply("An admin is never refused")  # admins are exempt
     telegram.push_text(900, 900, "status?")
